@@ -1,0 +1,61 @@
+"""One DRF exception handler: every error leaves as {"error": code, "message": ...}."""
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from config.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, dict):
+        field, value = next(iter(detail.items()))
+        inner = _first_message(value)
+        return inner if field == "non_field_errors" else f"{field}: {inner}"
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def api_exception_handler(exc, context):
+    if isinstance(exc, ApplicationError):
+        return Response({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.status)
+    if isinstance(exc, DjangoValidationError):
+        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        exc = exceptions.ValidationError(detail)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        code, message = "unauthorized", _first_message(exc.detail)
+        response.status_code = status.HTTP_401_UNAUTHORIZED
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    elif isinstance(exc, exceptions.Throttled):
+        code, message = "rate_limited", _first_message(exc.detail)
+    elif isinstance(exc, exceptions.PermissionDenied):
+        code, message = "forbidden", _first_message(exc.detail)
+    elif isinstance(exc, exceptions.NotFound):
+        code, message = "not_found", "Not found."
+    elif isinstance(exc, (exceptions.ValidationError, exceptions.ParseError, exceptions.UnsupportedMediaType)):
+        code, message = "validation_error", _first_message(exc.detail)
+        response.status_code = status.HTTP_400_BAD_REQUEST
+    elif isinstance(exc, exceptions.MethodNotAllowed):
+        code, message = "method_not_allowed", _first_message(exc.detail)
+    else:
+        code, message = "api_error", _first_message(exc.detail)
+    response.data = {"error": code, "message": message}
+    return response

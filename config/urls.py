@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from config.health import health
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("health", health),
+    path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
+    path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),
+    path("api/", include("permissions.urls")),
+    path("api/", include("documents.urls")),
+]

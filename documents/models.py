@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from permissions.models import Access, GroupMembership, Role, Team
+
+
+class CollectionQuerySet(models.QuerySet):
+    def visible_to(self, user) -> CollectionQuerySet:
+        """Collections the user may read: team default access or a membership (direct or group)."""
+        if user is None or not user.is_authenticated or user.team_id is None:
+            return self.none()
+        member = CollectionMembership.objects.filter(collection_id=OuterRef("pk")).filter(
+            Q(user_id=user.pk)
+            | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
+        )
+        return self.filter(team_id=user.team_id).filter(
+            Q(default_access__in=[Access.READ, Access.READ_WRITE]) | Exists(member)
+        )
+
+
+class Collection(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="collections")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    default_access = models.CharField(
+        max_length=12, choices=Access.choices, default=Access.READ_WRITE,
+        help_text="What every member of the team may do without a membership.",
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = CollectionQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CollectionMembership(models.Model):
+    """A user's or a group's role in one collection."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships")
+    group = models.ForeignKey("permissions.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships")
+    role = models.CharField(max_length=12, choices=Role.choices, default=Role.READ)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(user__isnull=False, group__isnull=True) | Q(user__isnull=True, group__isnull=False),
+                name="collection_membership_user_xor_group",
+            ),
+            models.UniqueConstraint(fields=["collection", "user"], name="unique_collection_user"),
+            models.UniqueConstraint(fields=["collection", "group"], name="unique_collection_group"),
+        ]
+
+
+class DocumentQuerySet(models.QuerySet):
+    def visible_to(self, user, *, include_archived: bool = False) -> DocumentQuerySet:
+        """The one access policy, in SQL (DESIGN.md "Who sees what")."""
+        if user is None or not user.is_authenticated or user.team_id is None:
+            return self.none()
+        collection_member = CollectionMembership.objects.filter(collection_id=OuterRef("collection_id")).filter(
+            Q(user_id=user.pk)
+            | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
+        )
+        document_member = DocumentMembership.objects.filter(document_id=OuterRef("pk"), user_id=user.pk)
+        qs = self.filter(team_id=user.team_id, deleted_at__isnull=True).filter(
+            Q(published_at__isnull=False) | Q(created_by_id=user.pk)
+        )
+        if not include_archived:
+            qs = qs.filter(archived_at__isnull=True)
+        return qs.filter(
+            Q(collection__default_access__in=[Access.READ, Access.READ_WRITE])
+            | Exists(collection_member)
+            | Exists(document_member)
+        )
+
+
+class Document(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="documents")
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="documents")
+    title = models.CharField(max_length=500)
+    text = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1, help_text="Bumped on every content change.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="created_documents")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    published_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = DocumentQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["team", "collection"], name="document_team_collection"),
+            models.Index(fields=["team", "updated_at"], name="document_team_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def url(self) -> str:
+        return f"/doc/{self.id}"
+
+    @property
+    def is_searchable(self) -> bool:
+        """Whether this document's chunks belong in the index at all (visibility is per viewer)."""
+        return self.deleted_at is None
+
+
+class DocumentMembership(models.Model):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="document_memberships")
+    role = models.CharField(max_length=12, choices=Role.choices, default=Role.READ)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "user"], name="unique_document_user")]

@@ -1,0 +1,107 @@
+"""Writes for collections, documents and memberships. Callers check permissions first."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from documents.models import Collection, CollectionMembership, Document, DocumentMembership
+from documents.signals import document_deleted, document_saved
+from permissions.models import Access, Group, Role, User
+
+
+@transaction.atomic
+def collection_create(*, by: User, name: str, description: str = "", default_access: str = Access.READ_WRITE) -> Collection:
+    collection = Collection(team_id=by.team_id, name=name, description=description, default_access=default_access, created_by=by)
+    collection.full_clean()
+    collection.save()
+    return collection
+
+
+@transaction.atomic
+def collection_membership_set(*, collection: Collection, user: User | None = None, group: Group | None = None, role: str = Role.READ) -> CollectionMembership:
+    lookup = {"user": user} if user is not None else {"group": group}
+    membership, _ = CollectionMembership.objects.update_or_create(collection=collection, **lookup, defaults={"role": role})
+    return membership
+
+
+@transaction.atomic
+def collection_membership_remove(*, collection: Collection, user: User) -> None:
+    CollectionMembership.objects.filter(collection=collection, user=user).delete()
+
+
+@transaction.atomic
+def document_create(*, by: User, collection: Collection, title: str, text: str = "", publish: bool = False) -> Document:
+    now = timezone.now()
+    document = Document(
+        team_id=collection.team_id, collection=collection, title=title, text=text, created_by=by,
+        created_at=now, updated_at=now, published_at=now if publish else None,
+    )
+    document.full_clean()
+    document.save()
+    document_saved.send(sender=Document, document_id=document.pk, content_changed=True)
+    return document
+
+
+@transaction.atomic
+def document_update(*, document: Document, by: User, title: str | None = None, text: str | None = None, publish: bool = False) -> Document:
+    """Update title and/or text; a text change bumps the version (and so reindexes)."""
+    # Lock the row so two concurrent edits cannot both read version n and write n+1.
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    content_changed = text is not None and text != document.text
+    title_changed = title is not None and title != document.title
+    if title_changed:
+        document.title = title
+    if content_changed:
+        document.text = text
+        document.version += 1
+    published_now = publish and document.published_at is None
+    if published_now:
+        document.published_at = timezone.now()
+    if not (title_changed or content_changed or published_now):
+        return document
+    document.updated_at = timezone.now()
+    document.full_clean()
+    document.save()
+    document_saved.send(sender=Document, document_id=document.pk, content_changed=content_changed or published_now)
+    return document
+
+
+def document_publish(*, document: Document, by: User) -> Document:
+    return document_update(document=document, by=by, publish=True)
+
+
+@transaction.atomic
+def document_archive(*, document: Document, by: User) -> Document:
+    # Archived chunks stay in the index (archived documents may be asked for); search filters them.
+    if document.archived_at is None:
+        document.archived_at = timezone.now()
+        document.save(update_fields=["archived_at"])
+    return document
+
+
+@transaction.atomic
+def document_unarchive(*, document: Document, by: User) -> Document:
+    if document.archived_at is not None:
+        document.archived_at = None
+        document.save(update_fields=["archived_at"])
+    return document
+
+
+@transaction.atomic
+def document_delete(*, document: Document, by: User) -> Document:
+    if document.deleted_at is None:
+        document.deleted_at = timezone.now()
+        document.save(update_fields=["deleted_at"])
+        document_deleted.send(sender=Document, document_id=document.pk)
+    return document
+
+
+@transaction.atomic
+def document_membership_set(*, document: Document, user: User, role: str = Role.READ) -> DocumentMembership:
+    membership, _ = DocumentMembership.objects.update_or_create(document=document, user=user, defaults={"role": role})
+    return membership
+
+
+@transaction.atomic
+def document_membership_remove(*, document: Document, user: User) -> None:
+    DocumentMembership.objects.filter(document=document, user=user).delete()

@@ -1,0 +1,63 @@
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.utils import timezone
+
+from permissions.models import ApiToken, Group, GroupMembership, Team, User
+from permissions.services import api_token_create
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+
+
+@admin.register(User)
+class UserAdmin(BaseUserAdmin):
+    list_display = ["username", "email", "team", "is_team_admin", "is_staff", "is_active"]
+    list_filter = ["team", "is_team_admin", "is_staff", "is_active"]
+    fieldsets = BaseUserAdmin.fieldsets + (("Cairn", {"fields": ("team", "is_team_admin")}),)
+    add_fieldsets = BaseUserAdmin.add_fieldsets + (("Cairn", {"fields": ("team", "is_team_admin")}),)
+
+
+class GroupMembershipInline(admin.TabularInline):
+    model = GroupMembership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Group)
+class GroupAdmin(admin.ModelAdmin):
+    list_display = ["name", "team"]
+    list_filter = ["team"]
+    inlines = [GroupMembershipInline]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created here with the secret shown once; only prefix and digest are stored."""
+
+    list_display = ["prefix", "user", "name", "scope", "created_at", "expires_at", "revoked_at", "last_used_at"]
+    list_filter = ["scope"]
+    search_fields = ["prefix", "user__username", "name"]
+    fields = ["user", "name", "scope", "expires_at", "prefix", "created_at", "revoked_at", "last_used_at"]
+    readonly_fields = ["prefix", "created_at", "revoked_at", "last_used_at"]
+    autocomplete_fields = ["user"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "user"] if obj else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued = api_token_create(user=obj.user, scope=obj.scope, name=obj.name, expires_at=obj.expires_at)
+        obj.pk = issued.token.pk
+        obj.prefix, obj.digest = issued.token.prefix, issued.token.digest
+        messages.warning(request, f"New API token (copy it now, it will not be shown again): {issued.plaintext}")
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s).")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PermissionsConfig(AppConfig):
+    name = "permissions"
+    verbose_name = "Teams, users and API tokens"

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.utils import timezone
+
+
+class Team(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class User(AbstractUser):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Null only for operators created with createsuperuser; a user without a team sees no documents.
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT, related_name="users")
+    is_team_admin = models.BooleanField(default=False, help_text="May manage the team's collections and members.")
+
+
+class Group(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(User, through="GroupMembership", related_name="member_groups")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_group_name_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GroupMembership(models.Model):
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="group_memberships")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "user"], name="unique_group_member")]
+
+
+class Access(models.TextChoices):
+    """What a collection grants the whole team, or a membership grants its holder."""
+
+    NONE = "none", "No access"
+    READ = "read", "Read"
+    READ_WRITE = "read_write", "Read and write"
+
+
+class Role(models.TextChoices):
+    READ = "read", "Read"
+    READ_WRITE = "read_write", "Read and write"
+
+
+class TokenScope(models.TextChoices):
+    READ = "read", "Read"
+    WRITE = "write", "Read and write"
+
+
+class ApiToken(models.Model):
+    """An API token, stored as its public prefix and a keyed digest of the whole secret."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=32, unique=True)
+    digest = models.CharField(max_length=64)
+    scope = models.CharField(max_length=10, choices=TokenScope.choices, default=TokenScope.READ)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @property
+    def can_write(self) -> bool:
+        return self.scope == TokenScope.WRITE
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

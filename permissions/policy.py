@@ -1,0 +1,33 @@
+"""Role decisions. Querysets filter what is visible; these decide what a viewer may change."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from permissions.models import Access, Role
+
+if TYPE_CHECKING:
+    from permissions.models import User
+
+
+def can_manage_collections(user: User) -> bool:
+    return user.team_id is not None and user.is_team_admin
+
+
+def can_write_collection(user: User, collection) -> bool:
+    """Team admins, a read-write team default, or a read-write membership (direct or via a group)."""
+    if user.team_id != collection.team_id:
+        return False
+    if user.is_team_admin or collection.default_access == Access.READ_WRITE:
+        return True
+    return collection.memberships.filter(role=Role.READ_WRITE).filter(
+        user_id=user.pk
+    ).exists() or collection.memberships.filter(role=Role.READ_WRITE, group__memberships__user_id=user.pk).exists()
+
+
+def can_write_document(user: User, document) -> bool:
+    """Callers pass a document already known to be visible to `user`."""
+    if document.created_by_id == user.pk and document.published_at is None:
+        return True
+    if can_write_collection(user, document.collection):
+        return True
+    return document.memberships.filter(user_id=user.pk, role=Role.READ_WRITE).exists()

@@ -1,0 +1,62 @@
+"""Writes for teams, users and API tokens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from permissions.models import ApiToken, Group, GroupMembership, Team, TokenScope, User
+from permissions.tokens import new_token, token_digest
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    plaintext: str
+
+
+@transaction.atomic
+def api_token_create(
+    *, user: User, scope: str = TokenScope.READ, name: str = "", expires_at: datetime | None = None
+) -> IssuedToken:
+    """Create a token; the plaintext exists only in the returned value, shown once."""
+    plaintext, prefix = new_token()
+    token = ApiToken(user=user, name=name, prefix=prefix, digest=token_digest(plaintext), scope=scope, expires_at=expires_at)
+    token.full_clean()
+    token.save()
+    return IssuedToken(token=token, plaintext=plaintext)
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+@transaction.atomic
+def team_create(*, name: str) -> Team:
+    team = Team(name=name)
+    team.full_clean()
+    team.save()
+    return team
+
+
+@transaction.atomic
+def user_create(*, team: Team | None, username: str, password: str | None = None, email: str = "", is_team_admin: bool = False, is_staff: bool = False) -> User:
+    user = User(team=team, username=username, email=email, is_team_admin=is_team_admin, is_staff=is_staff)
+    if password:
+        user.set_password(password)
+    else:
+        user.set_unusable_password()
+    user.full_clean()
+    user.save()
+    return user
+
+
+@transaction.atomic
+def group_add_member(*, group: Group, user: User) -> GroupMembership:
+    membership, _ = GroupMembership.objects.get_or_create(group=group, user=user)
+    return membership

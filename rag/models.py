@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.utils import timezone
+from pgvector.django import VectorField
+
+from documents.models import Document
+from permissions.models import Team
+
+
+class DocumentEmbedding(models.Model):
+    """One chunk of one document version, embedded by one model."""
+
+    id = models.BigAutoField(primary_key=True)
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="embeddings", db_index=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
+    chunk_index = models.PositiveIntegerField()
+    chunk_text = models.TextField()
+    document_version = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    model_id = models.CharField(max_length=200)
+    # No fixed dimension: several models may coexist; each gets its own partial HNSW index
+    # over `embedding::vector(dim)` (see rag.vector_index).
+    embedding = VectorField()
+    start_offset = models.PositiveIntegerField()
+    end_offset = models.PositiveIntegerField()
+    metadata = models.JSONField(default=dict)
+    search_vector = SearchVectorField(null=True)
+    doc_length = models.PositiveIntegerField(default=0, help_text="Lexemes in search_vector, for BM25.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "document_embeddings"
+        constraints = [
+            models.UniqueConstraint(fields=["document", "chunk_index", "model_id"], name="unique_chunk_per_model"),
+        ]
+        indexes = [
+            models.Index(fields=["model_id", "content_hash"], name="embedding_model_hash"),
+            models.Index(fields=["team", "model_id"], name="embedding_team_model"),
+        ]
+
+
+class IndexState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    CHUNKING = "chunking", "Chunking"
+    EMBEDDING = "embedding", "Embedding"
+    INDEXED = "indexed", "Indexed"
+    FAILED = "failed", "Failed"
+
+
+class IndexStatus(models.Model):
+    """Where one document stands in the index of one model."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="index_statuses")
+    model_id = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=IndexState.choices, default=IndexState.PENDING)
+    indexed_version = models.PositiveIntegerField(null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "document_index_status"
+        verbose_name_plural = "index statuses"
+        constraints = [models.UniqueConstraint(fields=["document", "model_id"], name="unique_status_per_model")]
+        indexes = [models.Index(fields=["model_id", "state"], name="status_model_state")]
+
+
+class JobState(models.TextChoices):
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class IndexJob(models.Model):
+    """Bulk indexing work with progress (done / total / failed)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    description = models.CharField(max_length=500)
+    model_id = models.CharField(max_length=200)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.RUNNING)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "rag_index_job"
+
+    def __str__(self) -> str:
+        return f"{self.description} ({self.done + self.failed}/{self.total})"
