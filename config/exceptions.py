@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -28,6 +29,11 @@ def _first_message(detail) -> str:
 def api_exception_handler(exc, context):
     if isinstance(exc, ApplicationError):
         return Response({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            {"error": "request_too_large", "message": f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         exc = exceptions.ValidationError(detail)

@@ -136,30 +136,30 @@ class DocumentLifecycleApi(RpcApi):
     """documents.delete / archive / unarchive / publish: an id in, the document out."""
 
     write_scope = True
-    action = None
+    change = None
 
     @extend_schema(request=IdInput, responses=inline_serializer("DocumentLifecycleResponse", {"data": DocumentOutput()}))
     def post(self, request):
         data = _validated(IdInput, request)
         document = _writable_document(request, data["id"])
-        document = self.action(document=document, by=request.user)
+        document = self.change(document=document, by=request.user)
         return Response({"data": DocumentOutput(document).data})
 
 
 class DocumentDeleteApi(DocumentLifecycleApi):
-    action = staticmethod(services.document_delete)
+    change = staticmethod(services.document_delete)
 
 
 class DocumentArchiveApi(DocumentLifecycleApi):
-    action = staticmethod(services.document_archive)
+    change = staticmethod(services.document_archive)
 
 
 class DocumentUnarchiveApi(DocumentLifecycleApi):
-    action = staticmethod(services.document_unarchive)
+    change = staticmethod(services.document_unarchive)
 
 
 class DocumentPublishApi(DocumentLifecycleApi):
-    action = staticmethod(services.document_publish)
+    change = staticmethod(services.document_publish)
 
 
 class DocumentAddUserApi(RpcApi):

@@ -51,6 +51,7 @@ class ApiTokenListApi(APIView):
 
     @extend_schema(request=None, responses=inline_serializer("ApiTokenListResponse", {"data": ApiTokenOutput(many=True)}))
     def post(self, request):
+        validated(serializers.Serializer, request)
         tokens = request.user.api_tokens.order_by("-created_at")
         return Response({"data": ApiTokenOutput(tokens, many=True).data})
 

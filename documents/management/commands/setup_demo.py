@@ -1,0 +1,74 @@
+"""Create (or refresh) the demo team, users, collections and documents, and print a token."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from documents import services
+from documents.models import Collection, Document
+from permissions.models import Access, Role, Team, TokenScope, User
+from permissions.services import api_token_create, team_create, user_create
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_PASSWORD = "cairn-demo"
+
+# (file, team, collection)
+DEMO_DOCUMENTS = [
+    ("handbook-onboarding.md", "Acme", "Handbook"),
+    ("handbook-security.md", "Acme", "Handbook"),
+    ("handbook-remote.md", "Acme", "Handbook"),
+    ("engineering-deploy.md", "Acme", "Engineering"),
+    ("engineering-oncall.md", "Acme", "Engineering"),
+    ("globex-strategy.md", "Globex", "Strategy"),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo team (alice, bob, charlie), sample documents and a write-scoped API token for alice."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--user", default="alice", help="Whose API token to print (default alice).")
+
+    def handle(self, *args, user: str, **options):
+        with transaction.atomic():
+            acme = Team.objects.filter(name="Acme").first() or team_create(name="Acme")
+            globex = Team.objects.filter(name="Globex").first() or team_create(name="Globex")
+            alice = self._user(acme, "alice", is_team_admin=True)
+            bob = self._user(acme, "bob")
+            charlie = self._user(globex, "charlie", is_team_admin=True)
+            collections = {
+                ("Acme", "Handbook"): self._collection(alice, "Handbook", Access.READ),
+                ("Acme", "Engineering"): self._collection(alice, "Engineering", Access.NONE),
+                ("Globex", "Strategy"): self._collection(charlie, "Strategy", Access.READ),
+            }
+            services.collection_membership_set(collection=collections[("Acme", "Handbook")], user=alice, role=Role.READ_WRITE)
+            services.collection_membership_set(collection=collections[("Acme", "Engineering")], user=alice, role=Role.READ_WRITE)
+            created = 0
+            for filename, team_name, collection_name in DEMO_DOCUMENTS:
+                collection = collections[(team_name, collection_name)]
+                text = (DEMO_DIR / filename).read_text()
+                title = text.splitlines()[0].lstrip("# ").strip()
+                if not Document.objects.filter(collection=collection, title=title, deleted_at__isnull=True).exists():
+                    author = alice if team_name == "Acme" else charlie
+                    services.document_create(by=author, collection=collection, title=title, text=text, publish=True)
+                    created += 1
+            owner = User.objects.get(username=user)
+            issued = api_token_create(user=owner, scope=TokenScope.WRITE, name="demo token")
+        self.stdout.write(f"Demo data ready: {created} new document(s). Users alice (admin, also in /admin/), bob (reads the Handbook), "
+                          f"charlie (another team); password for all: {DEMO_PASSWORD}")
+        self.stdout.write(f"API token: {issued.plaintext}")
+
+    def _user(self, team: Team, username: str, is_team_admin: bool = False) -> User:
+        existing = User.objects.filter(username=username).first()
+        if existing:
+            return existing
+        # alice operates the demo, so she may also use the Django admin.
+        return user_create(
+            team=team, username=username, password=DEMO_PASSWORD, is_team_admin=is_team_admin, is_superuser=username == "alice"
+        )
+
+    def _collection(self, by: User, name: str, access: str) -> Collection:
+        existing = Collection.objects.filter(team_id=by.team_id, name=name).first()
+        return existing or services.collection_create(by=by, name=name, default_access=access)

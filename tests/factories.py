@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import factory
+from django.utils import timezone
+
+from documents.models import Collection, CollectionMembership, Document, DocumentMembership
+from permissions.models import Access, Group, GroupMembership, Role, Team, User
+
+
+class TeamFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Team
+
+    name = factory.Sequence(lambda n: f"Team {n}")
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+        skip_postgeneration_save = True
+
+    team = factory.SubFactory(TeamFactory)
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.PostGenerationMethodCall("set_password", "password")
+
+
+class GroupFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Group
+
+    team = factory.SubFactory(TeamFactory)
+    name = factory.Sequence(lambda n: f"Group {n}")
+
+
+class GroupMembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = GroupMembership
+
+
+class CollectionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Collection
+
+    team = factory.SubFactory(TeamFactory)
+    name = factory.Sequence(lambda n: f"Collection {n}")
+    default_access = Access.READ
+
+
+class CollectionMembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CollectionMembership
+
+    role = Role.READ
+
+
+class DocumentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Document
+
+    collection = factory.SubFactory(CollectionFactory)
+    team = factory.LazyAttribute(lambda o: o.collection.team)
+    title = factory.Sequence(lambda n: f"Document {n}")
+    text = "Some text."
+    published_at = factory.LazyFunction(timezone.now)
+
+
+class DocumentMembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DocumentMembership
+
+    role = Role.READ

@@ -1,0 +1,127 @@
+"""Configuration, deployment files, health and the token command."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.db import connection
+
+from permissions.models import ApiToken
+from permissions.services import api_token_create, api_token_revoke
+from tests.factories import UserFactory
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_SETTINGS = (ROOT / "config" / "settings" / "base.py").read_text()
+
+
+def run_settings(module: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": module, **env}
+    return subprocess.run(
+        [sys.executable, "-c", "import django; from django.conf import settings; django.setup(); print(settings.DEBUG)"],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert {"postgres", "redis", "web", "worker", "beat"} <= set(compose["services"])
+    assert "pgvector" in compose["services"]["postgres"]["image"]
+    assert "gunicorn" in compose["services"]["web"]["command"]
+    assert "celery" in compose["services"]["worker"]["command"]
+    for service in ("web", "worker", "beat"):
+        env = compose["services"][service]["environment"]
+        for name in env:
+            if name == "DJANGO_SETTINGS_MODULE":
+                continue
+            assert f'"{name}"' in BASE_SETTINGS or f"env(\"{name}\"" in BASE_SETTINGS, f"{name} is not read by settings"
+        assert env["DATABASE_URL"].startswith("postgres://") and env["CELERY_BROKER_URL"].startswith("redis://")
+
+
+def test_every_configuration_variable_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    names = set(re.findall(r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA)_?[A-Z_]*)"', BASE_SETTINGS))
+    names -= {"CELERY"}
+    missing = sorted(n for n in names if f"`{n}`" not in readme)
+    assert not missing, f"README lacks: {missing}"
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    result = run_settings("config.settings.production", SECRET_KEY="", DATABASE_URL="postgres://x@127.0.0.1:1/x")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("RAG_CHUNK_SIZE", "lots", "RAG_CHUNK_SIZE has an invalid value"),
+        ("RAG_SIMILARITY_THRESHOLD", "1.5", "RAG_SIMILARITY_THRESHOLD must be between"),
+        ("RAG_EMBEDDING_PROVIDER", "magic", "RAG_EMBEDDING_PROVIDER must be"),
+        ("RAG_HYBRID_WEIGHTS", "1,2,3", "RAG_HYBRID_WEIGHTS must be"),
+    ],
+)
+def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):
+    result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_tokens_are_never_stored_in_plain_text(db):
+    issued = api_token_create(user=UserFactory())
+    secret = issued.plaintext.rsplit("_", 1)[1]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM permissions_apitoken")
+        rows = cursor.fetchall()
+    dump = repr(rows)
+    assert rows and issued.plaintext not in dump and secret not in dump
+
+
+def test_a_revoked_or_expired_token_is_refused(db, api_for, cast):
+    issued = api_token_create(user=cast.bob)
+    from tests.conftest import Api
+
+    api = Api(issued.plaintext)
+    assert api.post("documents.list").status_code == 200
+    assert ApiToken.objects.get(pk=issued.token.pk).last_used_at is not None
+    api_token_revoke(token=issued.token)
+    response = api.post("documents.list")
+    assert response.status_code == 401 and "revoked" in response.json()["message"]
+    from django.utils import timezone
+
+    expired = api_token_create(user=cast.bob, expires_at=timezone.now())
+    response = Api(expired.plaintext).post("documents.list")
+    assert response.status_code == 401 and "expired" in response.json()["message"]
+
+
+def test_create_token_prints_a_working_token(db, cast, capsys):
+    call_command("create_token", "bob", "--scope", "read")
+    token = capsys.readouterr().out.strip()
+    from tests.conftest import Api
+
+    assert Api(token).post("documents.list").status_code == 200
+    assert ApiToken.objects.get(user=cast.bob).scope == "read"
+
+
+def test_health_reports_database_and_broker(client, db):
+    body = client.get("/health").json()
+    assert body["status"] == "ok"
+    assert body["database"] == "ok"
+    assert body["broker"].startswith("in-process")
+
+
+def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
+    call_command("setup_demo")
+    out = capsys.readouterr().out
+    token = next(line for line in out.splitlines() if line.startswith("API token: ")).split(": ", 1)[1]
+    from tests.conftest import Api
+
+    titles = {d["title"] for d in Api(token).post("documents.list").json()["data"]}
+    assert "Deploying the API" in titles and "Globex strategy 2027" not in titles
+    call_command("setup_demo")  # idempotent
+    assert "0 new document(s)" in capsys.readouterr().out
