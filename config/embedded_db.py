@@ -44,5 +44,9 @@ def _ensure_database(*, host: str, port: int | None, user: str, name: str) -> No
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def default_database_name() -> str:
+    return os.environ.get("CAIRN_EMBEDDED_DATABASE", DEFAULT_DATABASE)
+
+
 def default_data_dir(base_dir: Path) -> Path:
     return Path(os.environ.get("CAIRN_EMBEDDED_PGDATA", base_dir / "var" / "postgres"))

@@ -17,7 +17,7 @@ def _database() -> str:
 
 
 def _broker() -> str:
-    if not settings.CELERY_BROKER_URL:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
         return "in-process (no broker configured)"
     try:
         from config.celery import app

@@ -96,3 +96,44 @@ class IndexJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.description} ({self.done + self.failed}/{self.total})"
+
+
+class Confidence(models.TextChoices):
+    HIGH = "high", "High"
+    MEDIUM = "medium", "Medium"
+    LOW = "low", "Low"
+    INSUFFICIENT = "insufficient", "Insufficient"
+
+
+class QueryLog(models.Model):
+    """One answered question: for analytics and feedback. Query text is stored; it is the user's own."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    team = models.ForeignKey(Team, null=True, on_delete=models.CASCADE, related_name="+")
+    query = models.TextField()
+    answer = models.TextField(blank=True)
+    mode = models.CharField(max_length=20, blank=True, help_text="generated / extractive / insufficient")
+    confidence = models.CharField(max_length=20, choices=Confidence.choices, blank=True)
+    passage_count = models.PositiveIntegerField(default=0)
+    citations = models.JSONField(default=list)
+    latency = models.JSONField(default=dict)
+    total_ms = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "rag_query_log"
+        indexes = [models.Index(fields=["team", "created_at"], name="querylog_team_created")]
+
+
+class Feedback(models.Model):
+    query_log = models.ForeignKey(QueryLog, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    rating = models.PositiveSmallIntegerField()
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "rag_feedback"
+        constraints = [models.CheckConstraint(condition=models.Q(rating__gte=1, rating__lte=5), name="feedback_rating_1_to_5")]

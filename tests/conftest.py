@@ -53,3 +53,19 @@ def api_for():
         return Api(api_token_create(user=user, scope=scope).plaintext if user else None)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def fake_providers(settings):
+    """Every test runs on the deterministic fake embedding provider unless it says otherwise."""
+    from django.core.cache import cache
+
+    from rag.providers import reset_provider_cache
+
+    settings.RAG_EMBEDDING_PROVIDER = "fake"
+    settings.RAG_EMBEDDING_MODEL = "fake-embedding"
+    settings.RAG_EMBEDDING_DIMENSION = 384
+    reset_provider_cache()
+    cache.clear()
+    yield
+    reset_provider_cache()

@@ -7,7 +7,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.embedded_db import default_data_dir, embedded_database_settings
+from config.embedded_db import default_data_dir, default_database_name, embedded_database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -94,7 +94,7 @@ if env("DATABASE_URL", default=""):
     DATABASES = {"default": _env_value("DATABASE_URL", env.db_url, None)}
     EMBEDDED_DATABASE = False
 else:
-    DATABASES = {"default": embedded_database_settings(default_data_dir(BASE_DIR))}
+    DATABASES = {"default": embedded_database_settings(default_data_dir(BASE_DIR), name=default_database_name())}
     EMBEDDED_DATABASE = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -152,6 +152,8 @@ SPECTACULAR_SETTINGS = {
 # Celery: with no broker configured, tasks run in-process (eagerly) after commit.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Eager tasks never reach a broker; the in-memory transport keeps kombu from looking for one.
+CELERY_BROKER_URL = CELERY_BROKER_URL or "memory://"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -162,7 +164,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = _positive_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = _positive_int("CELERY_TASK_TIME_LIMIT", 660)
 # The visibility timeout must exceed the longest task, or Redis redelivers a running task.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+# kombu sweeps for expired unacknowledged messages every interval x throttle seconds (100 s by
+# default); one cheap sweep per tenth of the timeout redelivers a killed worker's task promptly.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_TASK_TIME_LIMIT * 2,
+    "unacked_restore_interval": max(1, min(60, CELERY_TASK_TIME_LIMIT * 2 // 10)),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},

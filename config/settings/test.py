@@ -11,7 +11,7 @@ from .base import *  # noqa: E402,F401,F403
 SECRET_KEY = "test-secret-key"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
-CELERY_BROKER_URL = ""
+CELERY_BROKER_URL = "memory://"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn-tests"}}
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "100000/min", "anon": "100000/min", "rag": "100000/min"}}  # noqa: F405
 RAG_LLM_MODEL = ""

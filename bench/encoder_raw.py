@@ -1,0 +1,71 @@
+"""Raw throughput of the local NumPy MiniLM encoder on SciFact passages (no Django, no database).
+
+Reproduce:  /work/venv/bin/python bench/encoder_raw.py --n 256
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# Runnable as a script from anywhere and importable by sibling benches: both need the repo root on sys.path.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rag.providers.local import MAX_SEQ_LENGTH, load_local_model  # noqa: E402
+
+DEFAULT_CORPUS = Path("/work/shared/datasets/scifact/corpus.jsonl")
+
+
+def load_scifact_passages(n: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
+    passages: list[str] = []
+    with corpus.open() as lines:
+        for line in lines:
+            doc = json.loads(line)
+            passages.append(f"{doc['title']}. {doc['text']}")
+            if len(passages) >= n:
+                break
+    return passages
+
+
+def measure_raw_encoder(texts: list[str]) -> dict[str, float]:
+    """Encode `texts` once (after a warm-up) and return counts, timings and rates."""
+    load_start = time.perf_counter()
+    model = load_local_model()
+    load_seconds = time.perf_counter() - load_start
+    model.encode(texts[:8])  # warm-up: first BLAS calls and allocator growth are not steady state
+    # Tokens the encoder actually processes: truncated at MAX_SEQ_LENGTH, [CLS]/[SEP] included.
+    tokens = sum(min(len(e.ids), MAX_SEQ_LENGTH) for e in model.tokenizer.encode_batch(texts))
+    start = time.perf_counter()
+    model.encode(texts)
+    seconds = time.perf_counter() - start
+    return {
+        "passages": len(texts),
+        "tokens": tokens,
+        "mean_tokens": tokens / len(texts),
+        "seconds": seconds,
+        "passages_per_s": len(texts) / seconds,
+        "tokens_per_s": tokens / seconds,
+        "model_load_seconds": load_seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=256, help="number of SciFact passages (default 256)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    args = parser.parse_args()
+    result = measure_raw_encoder(load_scifact_passages(args.n, args.corpus))
+    print(f"command: {sys.executable} bench/encoder_raw.py --n {args.n} --corpus {args.corpus}")
+    print(
+        f"{result['passages']} passages, {result['mean_tokens']:.0f} tokens each on average: "
+        f"{result['passages_per_s']:.1f} passages/s, {result['tokens_per_s']:.0f} tokens/s "
+        f"({result['seconds']:.2f} s; model load {result['model_load_seconds']:.2f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

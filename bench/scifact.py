@@ -1,0 +1,134 @@
+"""SciFact (train split): indexing throughput and retrieval quality through the real pipeline.
+
+Loads the corpus as documents of one team, indexes them with the real indexing service
+(chunking, embedding with the configured provider, database writes), times that against
+the raw encoder on the same inputs, then runs every training query through the real
+search code in each mode and reports nDCG@10 and Recall@100.
+
+Reproduce:  .venv/bin/python bench/scifact.py            (full corpus, local MiniLM)
+            .venv/bin/python bench/scifact.py --docs 500 --skip-quality   (throughput only)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+os.environ.setdefault("CAIRN_EMBEDDED_DATABASE", "cairn_bench")
+DATASET = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
+
+
+def load_dataset(limit: int | None):
+    corpus = [json.loads(line) for line in (DATASET / "corpus.jsonl").open()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (DATASET / "queries.jsonl").open())}
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for line in list((DATASET / "qrels" / "train.tsv").open())[1:]:
+        qid, did, score = line.split()
+        qrels[qid][did] = int(score)
+    return corpus[:limit] if limit else corpus, queries, qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    hits = {d for d in ranked[:k] if relevant.get(d, 0) > 0}
+    return len(hits) / len([d for d, r in relevant.items() if r > 0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=None, help="index only the first N abstracts")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true", help="reuse the indexed corpus")
+    parser.add_argument("--modes", default="vector,keyword,hybrid")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from documents.models import Collection, Document
+    from permissions.models import Access, Team, User
+    from rag import indexing, search
+    from rag.models import DocumentEmbedding, IndexStatus
+    from rag.providers import get_embedding_provider
+
+    corpus, queries, qrels = load_dataset(args.docs)
+    provider = get_embedding_provider()
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print(f"model: {provider.model_id} ({settings.RAG_EMBEDDING_PROVIDER}), corpus: {len(corpus)} abstracts")
+
+    team = Team.objects.filter(name="SciFact").first() or Team.objects.create(name="SciFact")
+    user = User.objects.filter(username="scifact-reader").first() or User.objects.create(username="scifact-reader", team=team)
+    collection = Collection.objects.filter(team=team).first() or Collection.objects.create(team=team, name="SciFact", default_access=Access.READ)
+
+    if not args.skip_throughput:
+        DocumentEmbedding.objects.filter(team=team).delete()
+        IndexStatus.objects.filter(document__team=team).delete()
+        Document.objects.filter(team=team).delete()
+        from django.utils import timezone
+
+        now = timezone.now()
+        Document.objects.bulk_create([
+            Document(team=team, collection=collection, title=d["_id"], text=f"# {d['title']}\n\n{d['text']}", published_at=now, created_at=now, updated_at=now)
+            for d in corpus
+        ], batch_size=1000)
+        ids = list(Document.objects.filter(team=team).order_by("created_at", "title").values_list("pk", flat=True))
+        provider.embed(["warm up the model"] * 4)
+        start = time.perf_counter()
+        chunks = 0
+        for i in range(0, len(ids), 64):
+            chunks += indexing.index_documents(document_ids=ids[i : i + 64], provider=provider).chunks
+        end_to_end = time.perf_counter() - start
+        inputs = list(DocumentEmbedding.objects.filter(team=team, model_id=provider.model_id).values_list("chunk_text", "metadata"))
+        from rag.chunking import Chunk
+
+        texts = [indexing.embedding_input(Chunk(0, t, 0, 0, m["heading_path"], False, False, 0)) for t, m in inputs]
+        start = time.perf_counter()
+        for i in range(0, len(texts), 64):
+            provider.embed(texts[i : i + 64])
+        raw = time.perf_counter() - start
+        print(f"indexing: {chunks} chunks in {end_to_end:.1f}s end to end = {chunks / end_to_end:.2f} chunks/s; "
+              f"raw encoder on the same {len(texts)} inputs {len(texts) / raw:.2f} chunks/s; "
+              f"ratio {(chunks / end_to_end) / (len(texts) / raw):.3f}")
+
+    if args.skip_quality:
+        return
+    doc_to_corpus = dict(Document.objects.filter(team=team).values_list("pk", "title"))
+    evaluated = [q for q in qrels if q in queries and any(d in {c["_id"] for c in corpus} for d in qrels[q])]
+    for mode in args.modes.split(","):
+        ndcgs, recalls, latencies = [], [], []
+        for qid in evaluated:
+            t0 = time.perf_counter()
+            result = search.search(user=user, query=queries[qid], limit=100, threshold=0.0, mode=mode)
+            latencies.append(time.perf_counter() - t0)
+            ranked: list[str] = []
+            for hit in result.hits:
+                corpus_id = doc_to_corpus.get(hit.document_id)
+                if corpus_id and corpus_id not in ranked:
+                    ranked.append(corpus_id)
+            ndcgs.append(ndcg_at(ranked, qrels[qid]))
+            recalls.append(recall_at(ranked, qrels[qid]))
+        latencies.sort()
+        print(f"{mode:8s} nDCG@10 {sum(ndcgs) / len(ndcgs):.4f}  Recall@100 {sum(recalls) / len(recalls):.4f}  "
+              f"({len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Admin: indexing status and jobs, and reindex / cleanup actions on documents, collections and teams."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
+
+from documents.admin import CollectionAdmin, DocumentAdmin
+from documents.models import Collection, Document
+from permissions.admin import TeamAdmin
+from permissions.models import Team
+from rag import indexing, tasks
+from rag.cleanup import cleanup_embeddings
+from rag.models import DocumentEmbedding, IndexJob, IndexState, IndexStatus
+
+BATCH = 32
+
+
+def queue_reindex(request, documents, description: str) -> None:
+    ids = [str(pk) for pk in documents.filter(deleted_at__isnull=True).values_list("pk", flat=True)]
+    if not ids:
+        messages.info(request, "No documents to reindex.")
+        return
+    model_id = settings.RAG_EMBEDDING_MODEL
+    indexing.mark_pending(document_ids=ids, model_id=model_id)
+    job = indexing.job_create(description=description, total=len(ids), model_id=model_id, by=request.user)
+    for start in range(0, len(ids), BATCH):
+        tasks.index_batch_task.delay(ids[start : start + BATCH], str(job.pk), True)
+    messages.success(request, f"Queued {len(ids)} document(s) for reindexing; follow job {job.pk} under Index jobs.")
+
+
+class IndexStateFilter(admin.SimpleListFilter):
+    title = "index state"
+    parameter_name = "index_state"
+
+    def lookups(self, request, model_admin):
+        return [*IndexState.choices, ("none", "Never indexed")]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        current = IndexStatus.objects.filter(model_id=settings.RAG_EMBEDDING_MODEL)
+        if value == "none":
+            return queryset.exclude(pk__in=current.values("document_id"))
+        return queryset.filter(pk__in=current.filter(state=value).values("document_id"))
+
+
+admin.site.unregister(Document)
+
+
+@admin.register(Document)
+class IndexedDocumentAdmin(DocumentAdmin):
+    list_display = [*DocumentAdmin.list_display, "index_state"]
+    list_filter = [*DocumentAdmin.list_filter, IndexStateFilter]
+    actions = ["reindex"]
+
+    def get_queryset(self, request):
+        status = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=settings.RAG_EMBEDDING_MODEL)
+        return super().get_queryset(request).annotate(
+            _index_state=Subquery(status.values("state")[:1]), _index_error=Subquery(status.values("error")[:1])
+        )
+
+    @admin.display(description="index")
+    def index_state(self, obj) -> str:
+        state = obj._index_state or "not indexed"
+        return f"{state}: {obj._index_error[:80]}" if obj._index_error else state
+
+    @admin.action(description="Reindex selected documents")
+    def reindex(self, request, queryset):
+        queue_reindex(request, queryset, f"admin: reindex {queryset.count()} document(s)")
+
+
+admin.site.unregister(Collection)
+
+
+@admin.register(Collection)
+class IndexedCollectionAdmin(CollectionAdmin):
+    actions = ["reindex"]
+
+    @admin.action(description="Reindex documents of selected collections")
+    def reindex(self, request, queryset):
+        names = ", ".join(c.name for c in queryset[:3])
+        queue_reindex(request, Document.objects.filter(collection__in=queryset), f"admin: reindex collections {names}")
+
+
+admin.site.unregister(Team)
+
+
+@admin.register(Team)
+class IndexedTeamAdmin(TeamAdmin):
+    actions = ["reindex", "cleanup"]
+
+    @admin.action(description="Reindex documents of selected teams")
+    def reindex(self, request, queryset):
+        names = ", ".join(t.name for t in queryset[:3])
+        queue_reindex(request, Document.objects.filter(team__in=queryset), f"admin: reindex teams {names}")
+
+    @admin.action(description="Clean up obsolete embeddings (all teams)")
+    def cleanup(self, request, queryset):
+        report = cleanup_embeddings()
+        removed = sum(report.obsolete_models.values())
+        messages.success(request, f"Deleted {removed} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents.")
+
+
+@admin.register(IndexStatus)
+class IndexStatusAdmin(admin.ModelAdmin):
+    list_display = ["document", "model_id", "state", "indexed_version", "chunk_count", "attempts", "updated_at", "error"]
+    list_filter = ["state", "model_id"]
+    search_fields = ["document__title", "error"]
+    readonly_fields = [f.name for f in IndexStatus._meta.fields]
+    actions = ["reindex"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Reindex the documents of selected statuses")
+    def reindex(self, request, queryset):
+        queue_reindex(request, Document.objects.filter(pk__in=queryset.values("document_id")), "admin: reindex from statuses")
+
+
+@admin.register(IndexJob)
+class IndexJobAdmin(admin.ModelAdmin):
+    list_display = ["description", "model_id", "state", "progress", "failed", "created_by", "created_at", "finished_at"]
+    list_filter = ["state", "model_id"]
+    readonly_fields = [f.name for f in IndexJob._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="done / total")
+    def progress(self, obj) -> str:
+        return f"{obj.done + obj.failed} / {obj.total}"
+
+
+@admin.register(DocumentEmbedding)
+class DocumentEmbeddingAdmin(admin.ModelAdmin):
+    list_display = ["document", "chunk_index", "model_id", "document_version", "start_offset", "end_offset"]
+    list_filter = ["model_id"]
+    search_fields = ["document__title"]
+    exclude = ["embedding", "search_vector"]
+    readonly_fields = ["document", "team", "chunk_index", "chunk_text", "document_version", "content_hash", "model_id",
+                       "start_offset", "end_offset", "metadata", "doc_length", "created_at"]
+    actions = ["cleanup"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Clean up obsolete models' and deleted documents' embeddings")
+    def cleanup(self, request, queryset):
+        report = cleanup_embeddings()
+        messages.success(request, f"Deleted {sum(report.obsolete_models.values())} obsolete chunk(s) and {report.orphaned_chunks} orphaned chunk(s).")

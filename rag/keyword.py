@@ -1,0 +1,70 @@
+"""BM25 keyword ranking inside PostgreSQL, over the viewer's visible chunks.
+
+Corpus statistics (N, document frequency, average length) are computed at query time
+over the visible chunks only, so a score reveals nothing about documents the viewer
+cannot read.
+"""
+from __future__ import annotations
+
+from django.db import connection
+
+TEXT_SEARCH_CONFIG = "english"
+K1 = 0.9
+B = 0.4
+
+# Query lexemes -> an OR tsquery built in SQL from the lexeme array: each lexeme is quoted as
+# an operand, so tsquery metacharacters in user text can never become operators.
+_SQL = """
+WITH ql AS (SELECT lexeme FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
+tq AS (SELECT array_agg(lexeme) AS lex,
+              string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
+       FROM ql),
+vis AS MATERIALIZED (
+  SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
+  FROM document_embeddings e JOIN ({visible}) v ON v.id = e.document_id AND v.version = e.document_version
+  WHERE e.model_id = %(model)s),
+st AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1)::float8 AS avgdl FROM vis),
+hit AS (SELECT v.id, v.dl, u.lexeme, cardinality(u.positions)::float8 AS tf
+        FROM vis v, tq, unnest(v.sv) u WHERE v.sv @@ tq.tsq AND u.lexeme = ANY(tq.lex)),
+df AS (SELECT lexeme, count(*)::float8 AS df FROM hit GROUP BY lexeme)
+SELECT h.id, sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) * h.tf * (%(k1)s + 1)
+                 / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS score
+FROM hit h JOIN df d USING (lexeme), st s
+GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s
+"""
+
+
+def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, model_id: str, query: str, limit: int) -> tuple[str, list]:
+    """SQL and params whose rows are (chunk_id, bm25 score), best first."""
+    # The visible subquery uses positional %s params; name them so both styles don't mix.
+    named = {f"v{i}": value for i, value in enumerate(visible_params)}
+    visible = visible_documents_sql.replace("%%", "\x00")
+    for i in range(len(visible_params)):
+        visible = visible.replace("%s", f"%(v{i})s", 1)
+    visible = visible.replace("\x00", "%%")
+    sql = _SQL.format(visible=visible)
+    return sql, {**named, "cfg": TEXT_SEARCH_CONFIG, "q": query, "model": model_id, "k1": K1, "b": B, "limit": limit}
+
+
+def refresh_search_vectors(*, document_id, model_id: str | None = None) -> None:
+    """(Re)compute the keyword index columns of a document's chunks from its title and text."""
+    model_filter = "AND e.model_id = %s" if model_id else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE document_embeddings e
+                SET search_vector = setweight(to_tsvector(%s::regconfig, d.title), 'A')
+                                    || to_tsvector(%s::regconfig, e.chunk_text)
+                FROM documents_document d WHERE d.id = e.document_id AND e.document_id = %s {model_filter}""",
+            [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, document_id, *([model_id] if model_id else [])],
+        )
+        cursor.execute(
+            f"""UPDATE document_embeddings e
+                SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(e.search_vector) u), 0)
+                WHERE e.document_id = %s {model_filter}""",
+            [document_id, *([model_id] if model_id else [])],
+        )
+
+
+def refresh_title(document_id) -> None:
+    """A title change updates the keyword columns only: no embedding calls."""
+    refresh_search_vectors(document_id=document_id)

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from rag.reconcile import reconcile
+
+
+class Command(BaseCommand):
+    help = "Report missing, stale, failed and orphaned chunks for the current model; --fix queues the repairs."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--fix", action="store_true")
+
+    def handle(self, *args, fix: bool, **options):
+        report = reconcile(fix=fix)
+        counts = report.as_dict()
+        self.stdout.write(
+            f"Model {report.model_id}: {counts['missing']} missing, {counts['stale']} stale, "
+            f"{counts['failed']} failed, {counts['orphaned']} with orphaned chunks"
+        )
+        if fix:
+            self.stdout.write(f"Queued {report.queued} document(s) for indexing.")
+        elif any(counts[k] for k in ("missing", "stale", "failed", "orphaned")):
+            self.stdout.write("Run with --fix to repair.")

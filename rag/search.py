@@ -1,0 +1,200 @@
+"""Permission-filtered search: vector, keyword (BM25) and hybrid (weighted RRF).
+
+The visibility filter is inside every ranking query: ranking starts from the viewer's
+visible documents, so a page is full whenever enough visible matches exist.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, transaction
+
+from config.errors import EmbeddingUnavailable, NoEmbeddings
+from documents.models import Document
+from documents.selectors import collection_get, document_get
+from permissions.models import User
+from rag.fusion import max_rrf_score, reciprocal_rank_fusion
+from rag.keyword import keyword_search_sql
+from rag.models import DocumentEmbedding
+from rag.providers import EmbeddingError, get_embedding_provider
+from rag.vector_index import vector_expression
+
+logger = logging.getLogger("rag.search")
+
+MODES = ("vector", "keyword", "hybrid")
+# Below this many visible chunks an exact scan is as fast as the index and never misses.
+EXACT_SEARCH_MAX_CHUNKS = 20_000
+# Hybrid fuses this many candidates from each ranking (or more for large limits).
+HYBRID_CANDIDATES = 50
+QUERY_CACHE_SECONDS = 24 * 3600
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    score: float
+    document_id: uuid.UUID | None = None
+    chunk_index: int = 0
+    text: str = ""
+    start: int = 0
+    end: int = 0
+    version: int = 0
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    documents: dict[uuid.UUID, Document]
+    latency: dict[str, float] = field(default_factory=dict)
+
+
+def normalise_query(query: str) -> str:
+    return " ".join(query.split()).lower()
+
+
+def embed_query(query: str) -> list[float]:
+    """The query's embedding, cached by model and normalised query."""
+    provider = get_embedding_provider()
+    key = "rag:q:" + hashlib.sha256(f"{provider.model_id}\x00{normalise_query(query)}".encode()).hexdigest()
+    cached = cache.get(key)
+    if cached is not None:
+        return np.frombuffer(cached, dtype=np.float32).tolist()
+    try:
+        vector = provider.embed_query(query)
+    except EmbeddingError as exc:
+        raise EmbeddingUnavailable(f"The embedding provider is unavailable: {exc}") from exc
+    cache.set(key, np.asarray(vector, dtype=np.float32).tobytes(), QUERY_CACHE_SECONDS)
+    return vector
+
+
+def _visible_sql(user: User, *, collection_id=None, document_id=None) -> tuple[str, tuple]:
+    """SQL selecting (id, version) of the documents the user may see: the one access policy."""
+    qs = Document.objects.visible_to(user)
+    if collection_id is not None:
+        qs = qs.filter(collection_id=collection_id)
+    if document_id is not None:
+        qs = qs.filter(pk=document_id)
+    sql, params = qs.order_by().values("id", "version").query.sql_with_params()
+    return sql, params
+
+
+def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension: int, limit: int,
+                   threshold: float, collection_id=None, document_id=None) -> list[Hit]:
+    visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
+    vector_literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM document_embeddings e JOIN ({visible}) v "
+            "ON v.id = e.document_id AND v.version = e.document_version WHERE e.model_id = %s",
+            [*visible_params, model_id],
+        )
+        (visible_chunks,) = cursor.fetchone()
+        if visible_chunks == 0:
+            return []
+        if visible_chunks <= EXACT_SEARCH_MAX_CHUNKS:
+            # An expression other than the indexed one: the planner scans exactly.
+            distance = "(e.embedding <=> %s::vector)"
+        else:
+            distance = f"({vector_expression(dimension, 'e')} <=> %s::vector({int(dimension)}))"
+            # Iterative scans keep walking the graph until `limit` rows pass the filter.
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(100, 2 * limit)])
+            cursor.execute("SET LOCAL hnsw.max_scan_tuples = 50000")
+        cursor.execute(
+            f"WITH ranked AS MATERIALIZED ("
+            f"  SELECT e.id, e.document_id, e.chunk_index, e.start_offset, e.end_offset, e.document_version,"
+            f"         1 - {distance} AS score"
+            f"  FROM document_embeddings e JOIN ({visible}) v ON v.id = e.document_id AND v.version = e.document_version"
+            f"  WHERE e.model_id = %s ORDER BY {distance} LIMIT %s"
+            f") SELECT * FROM ranked WHERE score >= %s ORDER BY score DESC, id",
+            [vector_literal, *visible_params, model_id, vector_literal, limit, threshold],
+        )
+        rows = cursor.fetchall()
+    return [Hit(chunk_id=r[0], document_id=r[1], chunk_index=r[2], start=r[3], end=r[4], version=r[5], score=float(r[6])) for r in rows]
+
+
+def keyword_ranking(*, user: User, query: str, model_id: str, limit: int, collection_id=None, document_id=None) -> list[Hit]:
+    visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
+    sql, params = keyword_search_sql(
+        visible_documents_sql=visible, visible_params=list(visible_params), model_id=model_id, query=query, limit=limit
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+
+
+def search(*, user: User, query: str, limit: int = 10, threshold: float | None = None, mode: str = "hybrid",
+           collection_id=None, document_id=None, weights: tuple[float, float] | None = None) -> SearchResult:
+    """Rank the chunks of the user's visible documents for `query`."""
+    if collection_id is not None:
+        collection_get(user=user, collection_id=collection_id)
+    if document_id is not None:
+        document_get(user=user, document_id=document_id, include_archived=False)
+    threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
+    weights = weights or settings.RAG_HYBRID_WEIGHTS
+    model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
+    if not DocumentEmbedding.objects.filter(team_id=user.team_id, model_id=model_id).exists():
+        raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
+    scope = {"collection_id": collection_id, "document_id": document_id}
+    latency: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        latency[name] = round((now - started) * 1000, 2)
+        started = now
+
+    vector_hits: list[Hit] = []
+    keyword_hits: list[Hit] = []
+    depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
+    if mode in ("vector", "hybrid"):
+        vector = embed_query(query)
+        lap("embed_ms")
+        vector_hits = vector_ranking(user=user, vector=vector, model_id=model_id, dimension=dimension, limit=depth, threshold=threshold, **scope)
+        lap("vector_ms")
+    if mode in ("keyword", "hybrid"):
+        keyword_hits = keyword_ranking(user=user, query=query, model_id=model_id, limit=depth, **scope)
+        lap("keyword_ms")
+    if mode == "vector":
+        hits = vector_hits
+    elif mode == "keyword":
+        hits = keyword_hits
+    else:
+        fused = reciprocal_rank_fusion(
+            [[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]], weights=weights
+        )[:limit]
+        scale = max_rrf_score(weights) or 1.0
+        hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused]
+        lap("fuse_ms")
+    hits = hits[:limit]
+    documents = _hydrate(hits, user)
+    lap("load_ms")
+    return SearchResult(hits=hits, documents=documents, latency=latency)
+
+
+def _hydrate(hits: list[Hit], user: User) -> dict[uuid.UUID, Document]:
+    """Fill chunk text and offsets, and load the (visible) documents, in two queries."""
+    rows = {
+        r["id"]: r
+        for r in DocumentEmbedding.objects.filter(pk__in=[h.chunk_id for h in hits]).values(
+            "id", "document_id", "chunk_index", "chunk_text", "start_offset", "end_offset", "document_version"
+        )
+    }
+    for hit in hits:
+        row = rows[hit.chunk_id]
+        hit.document_id, hit.chunk_index, hit.text = row["document_id"], row["chunk_index"], row["chunk_text"]
+        hit.start, hit.end, hit.version = row["start_offset"], row["end_offset"], row["document_version"]
+    # Through visible_to again: the documents were visible when ranked, and still must be now.
+    documents = Document.objects.visible_to(user).filter(pk__in={h.document_id for h in hits}).only(
+        "id", "title", "collection_id", "updated_at", "version"
+    )
+    return {d.pk: d for d in documents}

@@ -1,0 +1,166 @@
+"""Indexing in-process (eager tasks): chunks always match the current version of each document."""
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from rag import indexing
+from rag.models import DocumentEmbedding, IndexState, IndexStatus
+from rag.providers import get_embedding_provider
+from tests.factories import DocumentFactory
+
+LONG_TEXT = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + "Sentence about topic %d. " % i * 40 for i in range(6))
+
+
+def chunks_of(document, model_id="fake-embedding"):
+    return list(DocumentEmbedding.objects.filter(document=document, model_id=model_id).order_by("chunk_index"))
+
+
+def embedded_texts() -> list[str]:
+    return [text for batch in get_embedding_provider().calls for text in batch]
+
+
+def test_creating_a_document_through_the_api_indexes_it_after_commit(cast, api_for, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_for(cast.alice).post(
+            "documents.create", {"title": "Guide", "text": LONG_TEXT, "collectionId": str(cast.handbook.id), "publish": True}
+        )
+    doc_id = response.json()["data"]["id"]
+    rows = list(DocumentEmbedding.objects.filter(document_id=doc_id).order_by("chunk_index"))
+    assert len(rows) > 1
+    assert [r.chunk_index for r in rows] == list(range(len(rows)))
+    assert all(LONG_TEXT[r.start_offset : r.end_offset] == r.chunk_text for r in rows)
+    assert rows[1].metadata["heading_path"][0] == "Guide"
+    status = IndexStatus.objects.get(document_id=doc_id)
+    assert (status.state, status.indexed_version, status.chunk_count) == (IndexState.INDEXED, 1, len(rows))
+
+
+def test_an_edit_replaces_the_chunks_and_embeds_only_new_content(cast, api_for, django_capture_on_commit_callbacks):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+    before = len(embedded_texts())
+    edited = LONG_TEXT + "\n\n## Appendix\n\nA brand new closing section about llamas."
+    with django_capture_on_commit_callbacks(execute=True):
+        api_for(cast.alice).post("documents.update", {"id": str(doc.id), "text": edited})
+    rows = chunks_of(doc)
+    assert {r.document_version for r in rows} == {2}
+    assert any("llamas" in r.chunk_text for r in rows)
+    new_calls = embedded_texts()[before:]
+    assert 0 < len(new_calls) < len(rows), "unchanged chunks must reuse their vectors"
+
+
+def test_a_title_change_costs_no_embedding_calls(cast, api_for, django_capture_on_commit_callbacks):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+    before = len(embedded_texts())
+    with django_capture_on_commit_callbacks(execute=True):
+        api_for(cast.alice).post("documents.update", {"id": str(doc.id), "title": "Renamed"})
+        api_for(cast.alice).post("documents.add_user", {"id": str(doc.id), "userId": str(cast.bob.id)})
+    assert len(embedded_texts()) == before
+    assert {r.document_version for r in chunks_of(doc)} == {1}
+
+
+def test_indexing_an_indexed_document_again_is_skipped(cast):
+    doc = DocumentFactory(collection=cast.handbook, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+    result = indexing.index_documents(document_ids=[doc.pk])
+    assert result.skipped == [doc.pk] and result.embedded == 0
+
+
+def test_deleting_a_document_removes_its_chunks(cast, api_for, django_capture_on_commit_callbacks):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        api_for(cast.alice).post("documents.delete", {"id": str(doc.id)})
+    assert chunks_of(doc) == [] and not IndexStatus.objects.filter(document=doc).exists()
+
+
+def test_a_stale_version_is_never_swapped_in(cast):
+    doc = DocumentFactory(collection=cast.handbook, text="Old text about owls.")
+    stale = type(doc).objects.get(pk=doc.pk)
+    type(doc).objects.filter(pk=doc.pk).update(text="New text about bats.", version=2)
+    chunks = indexing.chunk_document(stale, get_embedding_provider())
+    hashes = [indexing.content_hash(indexing.embedding_input(c)) for c in chunks]
+    vectors = dict(zip(hashes, get_embedding_provider().embed([indexing.embedding_input(c) for c in chunks])))
+    assert indexing._swap_chunks(stale, chunks, hashes, vectors, "fake-embedding") is False
+    assert chunks_of(doc) == []
+
+
+def test_a_permanent_provider_error_is_recorded_on_the_document(cast, settings, respx_mock):
+    settings.RAG_EMBEDDING_PROVIDER = "litellm_proxy"
+    settings.RAG_LITELLM_BASE_URL = "http://llm.test"
+    from rag.providers import reset_provider_cache
+
+    reset_provider_cache()
+    respx_mock.post("http://llm.test/embeddings").respond(401, json={"error": {"message": "Invalid API key"}})
+    doc = DocumentFactory(collection=cast.handbook, text=LONG_TEXT)
+    result = indexing.index_documents(document_ids=[doc.pk])
+    status = IndexStatus.objects.get(document=doc)
+    assert result.failed and status.state == IndexState.FAILED
+    assert "Invalid API key" in status.error and status.attempts == 1
+    assert respx_mock.calls.call_count == 1, "a permanent error is not retried"
+    assert chunks_of(doc) == []
+
+
+def test_a_dimension_mismatch_is_refused_with_a_clear_message(cast, settings, respx_mock):
+    settings.RAG_EMBEDDING_PROVIDER = "litellm_proxy"
+    settings.RAG_LITELLM_BASE_URL = "http://llm.test"
+    from rag.providers import reset_provider_cache
+
+    reset_provider_cache()
+    respx_mock.post("http://llm.test/embeddings").mock(
+        side_effect=lambda request: __import__("httpx").Response(
+            200, json={"data": [{"index": i, "embedding": [0.1] * 1536} for i in range(len(__import__("json").loads(request.content)["input"]))]}
+        )
+    )
+    doc = DocumentFactory(collection=cast.handbook, text="Short text.")
+    indexing.index_documents(document_ids=[doc.pk])
+    status = IndexStatus.objects.get(document=doc)
+    assert status.state == IndexState.FAILED
+    assert "1536" in status.error and "RAG_EMBEDDING_DIMENSION" in status.error
+
+
+def test_index_documents_command_reports_progress_and_a_summary(cast, capsys):
+    docs = DocumentFactory.create_batch(5, collection=cast.handbook, text=LONG_TEXT)
+    call_command("index_documents")
+    captured = capsys.readouterr()
+    assert "5/5 documents" in captured.err
+    assert "5 indexed or up to date, 0 failed" in captured.out
+    assert all(chunks_of(d) for d in docs)
+    call_command("index_documents", "--force", "--document", str(docs[0].pk))
+    assert "1 reindexed" in capsys.readouterr().out
+
+
+def test_reconcile_finds_and_fixes_missing_stale_and_orphaned_chunks(cast, capsys):
+    missing, stale, orphan = DocumentFactory.create_batch(3, collection=cast.handbook, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[stale.pk, orphan.pk])
+    type(stale).objects.filter(pk=stale.pk).update(text="changed behind our back", version=5)
+    from django.utils import timezone
+
+    type(orphan).objects.filter(pk=orphan.pk).update(deleted_at=timezone.now())
+    call_command("reconcile_index")
+    out = capsys.readouterr().out
+    assert "1 missing, 1 stale, 0 failed, 2 with orphaned chunks" in out
+    call_command("reconcile_index", "--fix")
+    assert [r.document_version for r in chunks_of(stale)] == [5]
+    assert chunks_of(missing) and chunks_of(orphan) == []
+    call_command("reconcile_index")
+    assert "0 missing, 0 stale, 0 failed, 0 with orphaned chunks" in capsys.readouterr().out
+
+
+def test_cleanup_removes_obsolete_models_only(cast, settings, capsys):
+    from rag.vector_index import ensure_vector_index
+
+    # DDL must come before this test transaction's first write (deferred FK checks pend).
+    ensure_vector_index("fake-embedding-v2", 384)
+    doc = DocumentFactory(collection=cast.handbook, text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+    settings.RAG_EMBEDDING_MODEL = "fake-embedding-v2"
+    from rag.providers import reset_provider_cache
+
+    reset_provider_cache()
+    indexing.index_documents(document_ids=[doc.pk])
+    assert chunks_of(doc, "fake-embedding") and chunks_of(doc, "fake-embedding-v2")
+    call_command("cleanup_embeddings")
+    assert "obsolete model fake-embedding" in capsys.readouterr().out
+    assert chunks_of(doc, "fake-embedding") == [] and chunks_of(doc, "fake-embedding-v2")
