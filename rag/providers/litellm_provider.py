@@ -10,6 +10,9 @@ from rag.providers.errors import PermanentEmbeddingError, TransientEmbeddingErro
 def import_litellm():
     """Import lazily: litellm takes seconds to import and fetches a cost map unless told not to."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm turns max_retries=0 into its default of 2 SDK retries (`max_retries or DEFAULT`);
+    # this default, read once at import, is the only switch that leaves our layer the only one.
+    os.environ.setdefault("DEFAULT_MAX_RETRIES", "0")
     import litellm
 
     return litellm

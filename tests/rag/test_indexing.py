@@ -164,3 +164,79 @@ def test_cleanup_removes_obsolete_models_only(cast, settings, capsys):
     call_command("cleanup_embeddings")
     assert "obsolete model fake-embedding" in capsys.readouterr().out
     assert chunks_of(doc, "fake-embedding") == [] and chunks_of(doc, "fake-embedding-v2")
+
+
+def test_saves_while_a_task_waits_coalesce_into_one_task(cast, monkeypatch):
+    from rag import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.index_document_task, "delay", lambda *args: queued.append(args))
+    doc = DocumentFactory(collection=cast.handbook, text="First.")
+    for _ in range(3):
+        tasks.enqueue_index(doc.pk)
+    assert len(queued) == 1, "a task is already waiting for this document"
+    # Once the task has claimed the document (it is no longer pending), a save queues afresh.
+    IndexStatus.objects.filter(document=doc).update(state=IndexState.EMBEDDING)
+    tasks.enqueue_index(doc.pk)
+    assert len(queued) == 2
+    tasks.enqueue_index(doc.pk, force=True)
+    assert len(queued) == 3, "an explicit reindex always queues"
+
+
+def test_a_status_pending_too_long_no_longer_holds_requests_back(cast, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rag import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.index_document_task, "delay", lambda *args: queued.append(args))
+    doc = DocumentFactory(collection=cast.handbook, text="First.")
+    tasks.enqueue_index(doc.pk)
+    IndexStatus.objects.filter(document=doc).update(updated_at=timezone.now() - timedelta(seconds=indexing.COALESCE_SECONDS + 1))
+    tasks.enqueue_index(doc.pk)
+    assert len(queued) == 2, "the first message may have been lost"
+
+
+def test_rag_query_prints_what_a_user_may_retrieve(cast, capsys):
+    visible = DocumentFactory(collection=cast.handbook, title="Owl guide", text="Owls hunt mice at night.")
+    hidden = DocumentFactory(collection=cast.private, title="Secret owls", text="Owls hunt mice in secret.")
+    indexing.index_documents(document_ids=[visible.pk, hidden.pk])
+    call_command("rag_query", "bob", "owls hunt mice", "--threshold", "0")
+    out = capsys.readouterr().out
+    assert "Owl guide" in out and "Secret owls" not in out
+    assert "1 result(s) for bob (hybrid)" in out
+    call_command("rag_query", "alice", "owls hunt mice", "--mode", "keyword")
+    assert "Secret owls" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nobody", "owls"], "No user named"),
+    (["bob", "owls", "--limit", "99"], "--limit"),
+    (["bob", "owls", "--collection", "not-a-uuid"], "not a valid id"),
+    (["bob", "owls hunt"], "no_embeddings"),
+])
+def test_rag_query_explains_bad_arguments(cast, args, message):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match=message):
+        call_command("rag_query", *args)
+
+
+def test_the_admin_reindex_action_queues_a_job_with_progress(cast, client, django_capture_on_commit_callbacks):
+    from rag.models import IndexJob
+
+    docs = DocumentFactory.create_batch(3, collection=cast.handbook, text=LONG_TEXT)
+    operator = type(cast.alice).objects.create_superuser("operator", password="x", team=cast.alice.team)
+    client.force_login(operator)
+    response = client.post(
+        "/admin/documents/document/", {"action": "reindex", "_selected_action": [str(d.pk) for d in docs]}, follow=True
+    )
+    assert response.status_code == 200
+    assert "Queued 3 document(s)" in response.content.decode()
+    job = IndexJob.objects.get()
+    assert (job.total, job.done, job.failed, job.state) == (3, 3, 0, "done")
+    assert all(chunks_of(d) for d in docs)
+    listing = client.get("/admin/documents/document/?index_state=indexed")
+    assert all(d.title in listing.content.decode() for d in docs)

@@ -1,0 +1,51 @@
+"""Query playground: the chunks and scores a query retrieves for one user, through the real search."""
+from __future__ import annotations
+
+import textwrap
+import uuid
+
+from django.core.management.base import BaseCommand, CommandError
+
+from config.errors import ApplicationError
+from permissions.models import User
+from rag import search as search_service
+
+
+class Command(BaseCommand):
+    help = "Print the chunks (with scores and latency) that a query retrieves for USERNAME, as rag.search would."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("query")
+        parser.add_argument("--mode", choices=search_service.MODES, default="hybrid")
+        parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--threshold", type=float, default=None, help="Minimum cosine similarity (vector and hybrid)")
+        parser.add_argument("--collection", help="Collection id to search in")
+        parser.add_argument("--width", type=int, default=160, help="Characters of each chunk to show")
+
+    def handle(self, *args, username, query, mode, limit, threshold, collection, width, **options):
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"No user named {username!r}.")
+        if not 1 <= limit <= 50:
+            raise CommandError("--limit must be between 1 and 50.")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise CommandError("--threshold must be between 0 and 1.")
+        try:
+            collection = uuid.UUID(collection) if collection else None
+        except ValueError as exc:
+            raise CommandError(f"--collection is not a valid id: {collection!r}") from exc
+        try:
+            result = search_service.search(
+                user=user, query=query.strip(), limit=limit, threshold=threshold, mode=mode, collection_id=collection
+            )
+        except ApplicationError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
+        self.stdout.write(f"{len(result.hits)} result(s) for {username} ({mode}); latency ms: {result.latency}")
+        for rank, hit in enumerate(result.hits, start=1):
+            document = result.documents.get(hit.document_id)
+            if document is None:
+                continue
+            snippet = textwrap.shorten(" ".join(hit.text.split()), width=width, placeholder=" …")
+            self.stdout.write(f"{rank:>2}. {hit.score:.4f}  {document.title} [chunk {hit.chunk_index}, v{hit.version}]")
+            self.stdout.write(f"    {snippet}")
