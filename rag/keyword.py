@@ -46,25 +46,24 @@ def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, mode
     return sql, {**named, "cfg": TEXT_SEARCH_CONFIG, "q": query, "model": model_id, "k1": K1, "b": B, "limit": limit}
 
 
-def refresh_search_vectors(*, document_id, model_id: str | None = None) -> None:
-    """(Re)compute the keyword index columns of a document's chunks from its title and text."""
+def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -> None:
+    """(Re)compute the keyword index columns of these documents' chunks from title and text."""
     model_filter = "AND e.model_id = %s" if model_id else ""
+    model_param = [model_id] if model_id else []
+    ids = [str(pk) for pk in document_ids]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""UPDATE document_embeddings e
-                SET search_vector = setweight(to_tsvector(%s::regconfig, d.title), 'A')
-                                    || to_tsvector(%s::regconfig, e.chunk_text)
-                FROM documents_document d WHERE d.id = e.document_id AND e.document_id = %s {model_filter}""",
-            [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, document_id, *([model_id] if model_id else [])],
-        )
-        cursor.execute(
-            f"""UPDATE document_embeddings e
-                SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(e.search_vector) u), 0)
-                WHERE e.document_id = %s {model_filter}""",
-            [document_id, *([model_id] if model_id else [])],
+            f"""UPDATE document_embeddings e SET search_vector = s.v, doc_length = s.n
+                FROM (SELECT c.id, x.v, coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(x.v) u), 0) AS n
+                      FROM document_embeddings c JOIN documents_document d ON d.id = c.document_id,
+                           LATERAL (SELECT setweight(to_tsvector(%s::regconfig, d.title), 'A')
+                                           || to_tsvector(%s::regconfig, c.chunk_text) AS v) x
+                      WHERE c.document_id = ANY(%s::uuid[]) {model_filter.replace("e.", "c.")}) s
+                WHERE e.id = s.id""",
+            [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, ids, *model_param],
         )
 
 
 def refresh_title(document_id) -> None:
     """A title change updates the keyword columns only: no embedding calls."""
-    refresh_search_vectors(document_id=document_id)
+    refresh_search_vectors(document_ids=[document_id])

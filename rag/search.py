@@ -29,8 +29,6 @@ from rag.vector_index import vector_expression
 logger = logging.getLogger("rag.search")
 
 MODES = ("vector", "keyword", "hybrid")
-# Below this many visible chunks an exact scan is as fast as the index and never misses.
-EXACT_SEARCH_MAX_CHUNKS = 20_000
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 QUERY_CACHE_SECONDS = 24 * 3600
@@ -98,7 +96,7 @@ def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension:
         (visible_chunks,) = cursor.fetchone()
         if visible_chunks == 0:
             return []
-        if visible_chunks <= EXACT_SEARCH_MAX_CHUNKS:
+        if visible_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
             # An expression other than the indexed one: the planner scans exactly.
             distance = "(e.embedding <=> %s::vector)"
         else:

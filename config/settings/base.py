@@ -99,7 +99,9 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "permissions.User"
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login"
+LOGIN_REDIRECT_URL = "/rag"
+LOGOUT_REDIRECT_URL = "/login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -203,7 +205,19 @@ RAG_MAX_QUERY_LENGTH = _positive_int("RAG_MAX_QUERY_LENGTH", 1000, minimum=3)
 RAG_BATCH_SIZE = _positive_int("RAG_BATCH_SIZE", 20)
 RAG_LLM_MODEL = env("RAG_LLM_MODEL", default="")
 RAG_RERANK_MODEL = env("RAG_RERANK_MODEL", default="")
+RAG_LLM_PROVIDER = env("RAG_LLM_PROVIDER", default="litellm")
+if RAG_LLM_PROVIDER not in {"litellm", "fake"}:
+    raise ImproperlyConfigured(f"RAG_LLM_PROVIDER must be litellm or fake, got {RAG_LLM_PROVIDER!r}")
+RAG_LLM_BASE_URL = env("RAG_LLM_BASE_URL", default="")
+RAG_LLM_API_KEY = env("RAG_LLM_API_KEY", default="")
+RAG_LLM_TIMEOUT = _bounded_float("RAG_LLM_TIMEOUT", 30.0, 0.1, 600.0)
+RAG_LLM_MAX_RETRIES = _positive_int("RAG_LLM_MAX_RETRIES", 1, minimum=0)
+RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
+# Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
+RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
 RAG_LOG_QUERIES = _env_value("RAG_LOG_QUERIES", env.bool, False)
+# Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
+RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 20_000, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])
 try:
     RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)

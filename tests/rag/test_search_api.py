@@ -209,9 +209,9 @@ def _exact_top(user, vector, model_id, limit):
 
 
 @pytest.mark.parametrize("force_index", [False, True], ids=["exact", "hnsw"])
-def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, monkeypatch):
+def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings):
     if force_index:
-        monkeypatch.setattr(search, "EXACT_SEARCH_MAX_CHUNKS", 0)
+        settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
     users, docs, collections, group_members, coll_users, coll_groups, doc_users = build_random_matrix(7, documents=240)
     rng = random.Random(7)
     for d in docs:
