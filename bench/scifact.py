@@ -112,6 +112,7 @@ def main() -> None:
         return
     doc_to_corpus = dict(Document.objects.filter(team=team).values_list("pk", "title"))
     evaluated = [q for q in qrels if q in queries and any(d in {c["_id"] for c in corpus} for d in qrels[q])]
+    relevant_scores: list[float] = []
     for mode in args.modes.split(","):
         ndcgs, recalls, latencies = [], [], []
         for qid in evaluated:
@@ -125,9 +126,25 @@ def main() -> None:
                     ranked.append(corpus_id)
             ndcgs.append(ndcg_at(ranked, qrels[qid]))
             recalls.append(recall_at(ranked, qrels[qid]))
+            if mode == "vector":
+                # Cosine of each relevant abstract's best chunk in the top 10: what a threshold would hide.
+                best: dict[str, float] = {}
+                for hit in result.hits[:10]:
+                    corpus_id = doc_to_corpus.get(hit.document_id)
+                    if qrels[qid].get(corpus_id, 0) > 0:
+                        best[corpus_id] = max(best.get(corpus_id, -1.0), hit.score)
+                relevant_scores.extend(best.values())
         latencies.sort()
         print(f"{mode:8s} nDCG@10 {sum(ndcgs) / len(ndcgs):.4f}  Recall@100 {sum(recalls) / len(recalls):.4f}  "
               f"({len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)")
+    if relevant_scores:
+        scores = sorted(relevant_scores)
+        pct = {p: scores[int(p / 100 * (len(scores) - 1))] for p in (1, 5, 10, 50)}
+        print("threshold calibration: cosine of relevant abstracts found in the vector top 10 "
+              f"(n={len(scores)}): p1 {pct[1]:.3f}, p5 {pct[5]:.3f}, p10 {pct[10]:.3f}, median {pct[50]:.3f}")
+        for threshold in (0.7, 0.5, 0.4, 0.3, settings.RAG_SIMILARITY_THRESHOLD, 0.2):
+            hidden = sum(score < threshold for score in scores) / len(scores)
+            print(f"  threshold {threshold:.2f} would hide {hidden:.1%} of them")
 
 
 if __name__ == "__main__":

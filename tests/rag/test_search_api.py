@@ -235,3 +235,18 @@ def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings)
         kth = exact[-1] if exact else 0.0
         recall = sum(h.score >= kth - 1e-5 for h in got) / max(len(exact), 1)
         assert recall >= (0.9 if force_index else 1.0)
+
+
+def test_each_search_is_logged_with_its_latency_split_but_not_its_text(cast, api_for, corpus, settings, caplog):
+    with caplog.at_level("INFO", logger="rag.search"):
+        api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": "hybrid", "threshold": 0})
+    (record,) = [r for r in caplog.records if r.name == "rag.search"]
+    message = record.getMessage()
+    assert "results=1" in message
+    assert all(part in message for part in ("embed_ms", "vector_ms", "keyword_ms", "fuse_ms"))
+    assert "owls" not in message
+    settings.RAG_LOG_QUERIES = True
+    caplog.clear()
+    with caplog.at_level("INFO", logger="rag.search"):
+        api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": "keyword"})
+    assert "owls hunt mice" in caplog.records[-1].getMessage()

@@ -1,0 +1,269 @@
+"""rag.search latency over HTTP at 10k and 100k chunks, and HNSW recall@10 against exact search.
+
+The corpus is SciFact's abstracts, chunked and embedded with the local MiniLM model by
+bench/scifact.py (run that first: it leaves them in the `cairn_bench` database). To reach
+100k chunks without hours of embedding, the corpus is copied: copy 0 keeps the real vectors,
+later copies add small Gaussian noise to each vector (cosine to the original about 0.95), so
+the index sees clustered, realistic data rather than uniform random points. Documents are
+spread over ten collections with no team access; the measured user belongs to one of them,
+so they see about 10% of the chunks. Queries are SciFact's training claims, a disjoint set
+per mode, so no mode profits from another's query-embedding cache.
+
+Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
+The server is gunicorn with the production settings shape (DEBUG off), on 127.0.0.1.
+
+Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATASET = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
+MODEL = "all-MiniLM-L6-v2"
+COLLECTIONS = 10
+NOISE = 0.012  # per-dimension sigma on unit vectors of 384 dims: cosine to the original ~0.95
+
+
+def database_name(chunks: int) -> str:
+    return f"cairn_bench_latency_{chunks}"
+
+
+def setup_django(database: str) -> None:
+    os.environ["CAIRN_EMBEDDED_DATABASE"] = database
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    os.environ.setdefault("RAG_EMBEDDING_PROVIDER", "local")
+    import django
+
+    django.setup()
+
+
+def source_chunks() -> list[dict]:
+    """SciFact's indexed chunks (text, offsets, metadata, vector) from bench/scifact.py's database."""
+    import psycopg
+    from django.db import connection
+
+    db = connection.settings_dict
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="cairn_bench") as conn:
+        rows = conn.execute(
+            "SELECT d.title, d.text, e.chunk_index, e.chunk_text, e.start_offset, e.end_offset, e.metadata, e.embedding::text "
+            "FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id "
+            "WHERE e.model_id = %s ORDER BY d.created_at, d.title, e.chunk_index",
+            [MODEL],
+        ).fetchall()
+    if not rows:
+        sys.exit("No SciFact chunks in database cairn_bench: run bench/scifact.py first.")
+    docs: dict[str, dict] = {}
+    for title, text, index, chunk_text, start, end, metadata, vector in rows:
+        doc = docs.setdefault(title, {"title": title, "text": text, "chunks": []})
+        doc["chunks"].append((index, chunk_text, start, end, metadata, np.asarray(json.loads(vector), dtype=np.float32)))
+    return list(docs.values())
+
+
+def build(chunks: int) -> dict:
+    """Create (or reuse) the corpus of exactly `chunks` chunks; returns the reader's token and counts."""
+    from django.core.management import call_command
+    from django.db import connection
+    from django.utils import timezone
+
+    from documents.models import Collection, CollectionMembership, Document
+    from permissions.models import Access, Role, Team, TokenScope, User
+    from permissions.services import api_token_create
+    from rag.keyword import refresh_search_vectors
+    from rag.models import DocumentEmbedding
+    from rag.vector_index import ensure_vector_index
+
+    call_command("migrate", verbosity=0)
+    team = Team.objects.filter(name="Bench").first()
+    if team is None or DocumentEmbedding.objects.filter(team=team, model_id=MODEL).count() != chunks:
+        Team.objects.filter(name="Bench").delete() if team else None
+        team = Team.objects.create(name="Bench")
+        reader = User.objects.create(username=f"reader-{team.pk.hex[:6]}", team=team)
+        collections = [Collection.objects.create(team=team, name=f"C{i}", default_access=Access.NONE) for i in range(COLLECTIONS)]
+        CollectionMembership.objects.create(collection=collections[0], user=reader, role=Role.READ)
+        rng = np.random.default_rng(7)
+        source = source_chunks()
+        now = timezone.now()
+        made, copy, started = 0, 0, time.perf_counter()
+        with connection.cursor() as cursor:
+            while made < chunks:
+                batch_docs, rows = [], []
+                for i, src in enumerate(source):
+                    if made >= chunks:
+                        break
+                    doc = Document(team=team, collection=collections[(copy * len(source) + i) % COLLECTIONS], title=src["title"],
+                                   text=src["text"], created_by=reader, published_at=now, created_at=now, updated_at=now)
+                    batch_docs.append(doc)
+                    for index, text, start, end, metadata, vector in src["chunks"][: chunks - made]:
+                        if copy:
+                            vector = vector + rng.normal(0, NOISE, vector.shape).astype(np.float32)
+                            vector /= np.linalg.norm(vector)
+                        rows.append((doc.pk, team.pk, index, text, 1, f"bench-{copy}-{doc.pk}-{index}", MODEL,
+                                     "[" + ",".join(f"{x:.6g}" for x in vector) + "]", start, end, json.dumps(metadata), 0, now))
+                        made += 1
+                Document.objects.bulk_create(batch_docs, batch_size=2000)
+                with cursor.cursor.copy(
+                    "COPY document_embeddings (document_id, team_id, chunk_index, chunk_text, document_version, content_hash, "
+                    "model_id, embedding, start_offset, end_offset, metadata, doc_length, created_at) FROM STDIN"
+                ) as copy_in:
+                    for row in rows:
+                        copy_in.write_row(row)
+                ids = [d.pk for d in batch_docs]
+                for i in range(0, len(ids), 2000):
+                    refresh_search_vectors(document_ids=ids[i : i + 2000], model_id=MODEL)
+                copy += 1
+                print(f"  built {made}/{chunks} chunks ({time.perf_counter() - started:.0f}s)", file=sys.stderr)
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            started = time.perf_counter()
+            ensure_vector_index(MODEL, 384)
+            print(f"  HNSW index built in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            cursor.execute("ANALYZE")
+    reader = User.objects.filter(team=team).first()
+    token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
+    visible = DocumentEmbedding.objects.filter(document__in=Document.objects.visible_to(reader), model_id=MODEL).count()
+    return {"database": connection.settings_dict["NAME"], "token": token, "chunks": chunks, "visible": visible, "user": reader.username}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(database: str, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {
+        **os.environ, "CAIRN_EMBEDDED_DATABASE": database, "DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "false",
+        "RAG_EMBEDDING_PROVIDER": "local", "API_THROTTLE_USER": "1000000/min", "API_THROTTLE_RAG": "1000000/min",
+        "LOG_LEVEL": "WARNING", **(extra_env or {}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--preload", "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    process.kill()
+    raise SystemExit("the server did not start")
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(20)
+
+
+def load_queries() -> list[str]:
+    return [json.loads(line)["text"] for line in (DATASET / "queries.jsonl").open()]
+
+
+def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> dict:
+    import httpx
+
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    for query in queries[-20:]:  # warm both workers: model loaded, connections open
+        client.post("/api/rag.search", json={"query": query, "mode": "hybrid"})
+    results = {}
+    for m, mode in enumerate(("hybrid", "vector", "keyword")):
+        latencies, short = [], 0
+        for query in queries[m * per_mode : (m + 1) * per_mode]:
+            started = time.perf_counter()
+            response = client.post("/api/rag.search", json={"query": query, "mode": mode, "limit": 10, "threshold": 0})
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                raise SystemExit(f"{mode}: HTTP {response.status_code} {response.text[:300]}")
+            short += len(response.json()["data"]) < 10
+        latencies.sort()
+        results[mode] = {"p50": statistics.median(latencies), "p95": latencies[int(0.95 * (len(latencies) - 1))], "short_pages": short, "n": len(latencies)}
+    return results
+
+
+def measure_recall(user, queries: list[str], n: int) -> dict:
+    """Vector search through the HNSW index (iterative scans) against an exact scan, for `user`."""
+    from django.test.utils import override_settings
+
+    from rag import search
+
+    provider_vectors = [search.embed_query(q) for q in queries[:n]]
+    recalls, short, hnsw_ms, exact_ms = [], 0, [], []
+    for vector in provider_vectors:
+        with override_settings(RAG_EXACT_SEARCH_MAX_CHUNKS=10**9):
+            started = time.perf_counter()
+            exact = search.vector_ranking(user=user, vector=vector, model_id=MODEL, dimension=384, limit=10, threshold=-1)
+            exact_ms.append((time.perf_counter() - started) * 1000)
+        with override_settings(RAG_EXACT_SEARCH_MAX_CHUNKS=0):
+            started = time.perf_counter()
+            hnsw = search.vector_ranking(user=user, vector=vector, model_id=MODEL, dimension=384, limit=10, threshold=-1)
+            hnsw_ms.append((time.perf_counter() - started) * 1000)
+        short += len(hnsw) < 10
+        # Ties between copies are possible; a hit counts if it scores at least the exact 10th best.
+        kth = exact[-1].score if exact else 0.0
+        recalls.append(sum(h.score >= kth - 1e-6 for h in hnsw) / max(len(exact), 1))
+    return {
+        "recall@10": statistics.mean(recalls), "min_recall@10": min(recalls), "short_pages": short, "n": len(recalls),
+        "exact_p50_ms": statistics.median(exact_ms), "hnsw_p50_ms": statistics.median(hnsw_ms),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200, help="queries per mode over HTTP")
+    parser.add_argument("--recall-queries", type=int, default=200)
+    args = parser.parse_args()
+    if len(args.chunks) > 1:
+        # One database per process: Django connects once. Run each size in a child process.
+        for chunks in args.chunks:
+            subprocess.run([sys.executable, __file__, "--chunks", str(chunks), "--queries", str(args.queries),
+                            "--recall-queries", str(args.recall_queries)], check=True)
+        return
+    chunks = args.chunks[0]
+    setup_django(database_name(chunks))
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    corpus = build(chunks)
+    from permissions.models import User
+
+    user = User.objects.get(username=corpus["user"])
+    queries = load_queries()
+    (ROOT / "var").mkdir(exist_ok=True)
+    (ROOT / "var" / f"bench-latency-{chunks}.json").write_text(json.dumps(corpus))
+    if chunks >= 100_000:
+        (ROOT / "var" / "bench-latency.json").write_text(json.dumps(corpus))
+    recall = measure_recall(user, queries[::-1], args.recall_queries)
+    runs = {}
+    # The default (exact scan for this user's visible set) and the HNSW path forced on.
+    for label, extra in (("default", {}), ("HNSW forced", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
+        port = free_port()
+        server = start_server(corpus["database"], port, extra)
+        try:
+            runs[label] = measure_http(port, corpus["token"], queries, args.queries)
+        finally:
+            stop_server(server)
+    print(f"{chunks} chunks, user {corpus['user']} sees {corpus['visible']} ({corpus['visible'] / chunks:.0%})")
+    for label, http in runs.items():
+        for mode, r in http.items():
+            print(f"  [{label}] {mode:8s} HTTP p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  short pages {r['short_pages']}/{r['n']}")
+    print(f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}), "
+          f"short pages {recall['short_pages']}/{recall['n']}; in-process vector ranking p50: exact {recall['exact_p50_ms']:.1f} ms, "
+          f"HNSW {recall['hnsw_p50_ms']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
