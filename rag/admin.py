@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Subquery
+from django.db.models import Avg, OuterRef, Subquery
 
 from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
@@ -11,7 +11,7 @@ from permissions.admin import TeamAdmin
 from permissions.models import Team
 from rag import indexing, tasks
 from rag.cleanup import cleanup_embeddings
-from rag.models import DocumentEmbedding, IndexJob, IndexState, IndexStatus
+from rag.models import DocumentEmbedding, Feedback, IndexJob, IndexState, IndexStatus, QueryLog
 
 BATCH = 32
 
@@ -150,3 +150,37 @@ class DocumentEmbeddingAdmin(admin.ModelAdmin):
     def cleanup(self, request, queryset):
         report = cleanup_embeddings()
         messages.success(request, f"Deleted {sum(report.obsolete_models.values())} obsolete chunk(s) and {report.orphaned_chunks} orphaned chunk(s).")
+
+
+class FeedbackInline(admin.TabularInline):
+    model = Feedback
+    extra = 0
+    can_delete = False
+    readonly_fields = ["user", "rating", "comment", "created_at"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(QueryLog)
+class QueryLogAdmin(admin.ModelAdmin):
+    list_display = ["short_query", "user", "mode", "confidence", "passage_count", "total_ms", "rating", "created_at"]
+    list_filter = ["mode", "confidence", "team"]
+    search_fields = ["query", "answer", "user__username"]
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in QueryLog._meta.fields]
+    inlines = [FeedbackInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("user").annotate(_rating=Avg("feedback__rating"))
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="query")
+    def short_query(self, obj) -> str:
+        return obj.query if len(obj.query) <= 80 else obj.query[:79] + "…"
+
+    @admin.display(description="rating", ordering="_rating")
+    def rating(self, obj) -> str:
+        return f"{obj._rating:.1f}" if obj._rating is not None else "–"

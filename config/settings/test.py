@@ -14,4 +14,8 @@ CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn-tests"}}
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "100000/min", "anon": "100000/min", "rag": "100000/min"}}  # noqa: F405
-RAG_LLM_MODEL = ""
+# Tests never reach a real LLM: answers come from the fake provider, switched on by naming a model
+# (tests set RAG_LLM_MODEL; a server started by a test gets CAIRN_TEST_LLM_MODEL).
+RAG_LLM_PROVIDER = "fake"
+RAG_LLM_MODEL = os.environ.get("CAIRN_TEST_LLM_MODEL", "")
+RAG_RERANK_MODEL = ""
