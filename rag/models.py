@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -41,6 +42,8 @@ class DocumentEmbedding(models.Model):
         indexes = [
             models.Index(fields=["model_id", "content_hash"], name="embedding_model_hash"),
             models.Index(fields=["team", "model_id"], name="embedding_team_model"),
+            # Keyword search finds matching chunks through this before computing BM25.
+            GinIndex(fields=["search_vector"], name="embedding_search_vector_gin"),
         ]
 
 
