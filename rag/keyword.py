@@ -20,12 +20,17 @@ tq AS (SELECT array_agg(lexeme) AS lex,
               string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
        FROM ql),
 vis AS MATERIALIZED (
-  SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
+  SELECT e.id, e.doc_length AS dl
   FROM document_embeddings e JOIN ({visible}) v ON v.id = e.document_id AND v.version = e.document_version
   WHERE e.model_id = %(model)s),
 st AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1)::float8 AS avgdl FROM vis),
-hit AS (SELECT v.id, v.dl, u.lexeme, cardinality(u.positions)::float8 AS tf
-        FROM vis v, tq, unnest(v.sv) u WHERE v.sv @@ tq.tsq AND u.lexeme = ANY(tq.lex)),
+-- Matching chunks come from the GIN index; only visible ones are kept, before any scoring.
+m AS MATERIALIZED (
+  SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
+  FROM document_embeddings e, tq
+  WHERE e.search_vector @@ tq.tsq AND e.model_id = %(model)s AND e.id IN (SELECT id FROM vis)),
+hit AS (SELECT m.id, m.dl, u.lexeme, cardinality(u.positions)::float8 AS tf
+        FROM m, tq, unnest(m.sv) u WHERE u.lexeme = ANY(tq.lex)),
 df AS (SELECT lexeme, count(*)::float8 AS df FROM hit GROUP BY lexeme)
 SELECT h.id, sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) * h.tf * (%(k1)s + 1)
                  / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS score
