@@ -218,6 +218,23 @@ def test_errors_before_the_stream_are_error_events_for_event_stream_clients(cast
     assert response.status_code == 401 and b'"error":"unauthorized"' in response.content
 
 
+def test_a_client_that_accepts_only_event_streams_gets_a_non_streamed_answer_as_one_done_event(cast, api_for, corpus, fake_llm):
+    response = api_for(cast.bob).post("rag.answer", {"query": QUESTION}, HTTP_ACCEPT="text/event-stream")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/event-stream")
+    name, data = re.match(rb"event: (\w+)\ndata: (.*)\n\n\Z", response.content, re.S).groups()
+    assert name == b"done" and json.loads(data)["mode"] == "generated"
+
+
+def test_a_reader_who_leaves_mid_stream_still_leaves_a_query_log(cast, corpus, fake_llm):
+    from rag import answers
+
+    events = answers.answer_events(user=cast.bob, retrieval=answers.retrieve(user=cast.bob, query=QUESTION))
+    assert next(events)[0] == "token"
+    events.close()
+    log = QueryLog.objects.get()
+    assert log.error == "client disconnected" and log.mode == "generated" and log.answer
+
+
 def test_an_unexpected_failure_inside_the_stream_becomes_an_error_event(cast, api_for, corpus, fake_llm, monkeypatch):
     from rag import answers
 
