@@ -136,6 +136,12 @@ def build(chunks: int) -> dict:
     return {"database": connection.settings_dict["NAME"], "token": token, "chunks": chunks, "visible": visible, "user": reader.username}
 
 
+def quiet_http_logs() -> None:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -222,6 +228,18 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
     }
 
 
+def measure_split(user, queries: list[str]) -> dict:
+    """Median in-process latency split of hybrid searches (the same stages rag.search logs)."""
+    from rag import search
+
+    splits: dict[str, list[float]] = {}
+    for query in queries:
+        result = search.search(user=user, query=query, limit=10, threshold=0.0, mode="hybrid")
+        for stage, ms in result.latency.items():
+            splits.setdefault(stage, []).append(ms)
+    return {stage: round(statistics.median(values), 1) for stage, values in splits.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
@@ -236,6 +254,7 @@ def main() -> None:
         return
     chunks = args.chunks[0]
     setup_django(database_name(chunks))
+    quiet_http_logs()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     corpus = build(chunks)
     from permissions.models import User
@@ -247,6 +266,7 @@ def main() -> None:
     if chunks >= 100_000:
         (ROOT / "var" / "bench-latency.json").write_text(json.dumps(corpus))
     recall = measure_recall(user, queries[::-1], args.recall_queries)
+    split = measure_split(user, queries[300:350])
     runs = {}
     # The default (exact scan for this user's visible set) and the HNSW path forced on.
     for label, extra in (("default", {}), ("HNSW forced", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
@@ -263,6 +283,7 @@ def main() -> None:
     print(f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}), "
           f"short pages {recall['short_pages']}/{recall['n']}; in-process vector ranking p50: exact {recall['exact_p50_ms']:.1f} ms, "
           f"HNSW {recall['hnsw_p50_ms']:.1f} ms")
+    print(f"  in-process hybrid latency split, median ms: {split}")
 
 
 if __name__ == "__main__":
