@@ -76,18 +76,21 @@ def build(chunks: int) -> dict:
     """Create (or reuse) the corpus of exactly `chunks` chunks; returns the reader's token and counts."""
     from django.core.management import call_command
     from django.db import connection
+    from django.db.models import Sum
     from django.utils import timezone
 
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, TokenScope, User
     from permissions.services import api_token_create
     from rag.keyword import refresh_search_vectors
-    from rag.models import DocumentEmbedding
+    from rag.models import DocumentEmbedding, IndexState, IndexStatus
     from rag.vector_index import ensure_vector_index
 
     call_command("migrate", verbosity=0)
     team = Team.objects.filter(name="Bench").first()
-    if team is None or DocumentEmbedding.objects.filter(team=team, model_id=MODEL).count() != chunks:
+    built = team and DocumentEmbedding.objects.filter(team=team, model_id=MODEL).count()
+    counted = team and IndexStatus.objects.filter(document__team=team).aggregate(n=Sum("chunk_count"))["n"]
+    if team is None or not built == counted == chunks:
         Team.objects.filter(name="Bench").delete() if team else None
         team = Team.objects.create(name="Bench")
         reader = User.objects.create(username=f"reader-{team.pk.hex[:6]}", team=team)
@@ -99,14 +102,17 @@ def build(chunks: int) -> dict:
         made, copy, started = 0, 0, time.perf_counter()
         with connection.cursor() as cursor:
             while made < chunks:
-                batch_docs, rows = [], []
+                batch_docs, rows, statuses = [], [], []
                 for i, src in enumerate(source):
                     if made >= chunks:
                         break
                     doc = Document(team=team, collection=collections[(copy * len(source) + i) % COLLECTIONS], title=src["title"],
                                    text=src["text"], created_by=reader, published_at=now, created_at=now, updated_at=now)
                     batch_docs.append(doc)
-                    for index, text, start, end, metadata, vector in src["chunks"][: chunks - made]:
+                    doc_chunks = src["chunks"][: chunks - made]
+                    statuses.append(IndexStatus(document=doc, model_id=MODEL, state=IndexState.INDEXED, indexed_version=1,
+                                                chunk_count=len(doc_chunks), updated_at=now))
+                    for index, text, start, end, metadata, vector in doc_chunks:
                         if copy:
                             vector = vector + rng.normal(0, NOISE, vector.shape).astype(np.float32)
                             vector /= np.linalg.norm(vector)
@@ -114,6 +120,7 @@ def build(chunks: int) -> dict:
                                      "[" + ",".join(f"{x:.6g}" for x in vector) + "]", start, end, json.dumps(metadata), 0, now))
                         made += 1
                 Document.objects.bulk_create(batch_docs, batch_size=2000)
+                IndexStatus.objects.bulk_create(statuses, batch_size=2000)
                 with cursor.cursor.copy(
                     "COPY document_embeddings (document_id, team_id, chunk_index, chunk_text, document_version, content_hash, "
                     "model_id, embedding, start_offset, end_offset, metadata, doc_length, created_at) FROM STDIN"

@@ -88,14 +88,16 @@ def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension:
     visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
     vector_literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
     with transaction.atomic(), connection.cursor() as cursor:
+        # How many chunks the viewer can see decides exact scan or HNSW. Counted from the narrow
+        # per-document status rows (chunk_count is written with the chunks, in one transaction),
+        # not by scanning the wide chunk table. A wrong count could only cost speed: the ranking
+        # query below is the one that filters.
         cursor.execute(
-            f"SELECT count(*) FROM document_embeddings e JOIN ({visible}) v "
-            "ON v.id = e.document_id AND v.version = e.document_version WHERE e.model_id = %s",
+            f"SELECT coalesce(sum(s.chunk_count), 0) FROM document_index_status s JOIN ({visible}) v "
+            "ON v.id = s.document_id AND v.version = s.indexed_version WHERE s.model_id = %s",
             [*visible_params, model_id],
         )
         (visible_chunks,) = cursor.fetchone()
-        if visible_chunks == 0:
-            return []
         if visible_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
             # An expression other than the indexed one: the planner scans exactly.
             distance = "(e.embedding <=> %s::vector)"
