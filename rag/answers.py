@@ -133,12 +133,13 @@ def _rerank(query: str, hits: list[search.Hit], scores: dict[int, float]) -> lis
     except llm.LLMError as exc:
         logger.warning("Rerank with %s failed, keeping the hybrid order: %s", reranker.model, exc)
         return hits
-    order = [hits[index] for index, _ in ranked]
+    order: dict[int, search.Hit] = {}
     for index, relevance in ranked:
-        scores[hits[index].chunk_id] = relevance
-    # A reranker that returns fewer items than asked for must not lose candidates.
-    seen = {h.chunk_id for h in order}
-    return order + [h for h in hits if h.chunk_id not in seen]
+        if hits[index].chunk_id not in order:
+            order[hits[index].chunk_id] = hits[index]
+            scores[hits[index].chunk_id] = relevance
+    # A reranker that returns fewer items than asked for (or repeats one) must not lose candidates.
+    return [*order.values(), *(h for h in hits if h.chunk_id not in order)]
 
 
 def retrieve(*, user: User, query: str, limit: int = 5, collection_id=None, document_id=None,

@@ -344,3 +344,15 @@ def test_a_bad_answer_setting_fails_at_start_up(name, value, message):
 
     result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
     assert result.returncode != 0 and message in result.stderr
+
+
+def test_a_reranker_that_drops_or_repeats_candidates_loses_none(settings, monkeypatch):
+    from rag import answers, llm, search
+
+    settings.RAG_LLM_PROVIDER = "fake"
+    settings.RAG_RERANK_MODEL = "fake-rerank"
+    monkeypatch.setattr(llm.fake_llm("fake-rerank"), "rerank", lambda query, documents, top_n: [(2, 0.9), (2, 0.8), (0, 0.5)])
+    hits = [search.Hit(chunk_id=i, score=i / 10, text=f"text {i}") for i in range(4)]
+    scores = {h.chunk_id: h.score for h in hits}
+    assert [h.chunk_id for h in answers._rerank("q", hits, scores)] == [2, 0, 1, 3]
+    assert scores == {0: 0.5, 1: 0.1, 2: 0.9, 3: 0.3}
