@@ -29,8 +29,11 @@ m AS MATERIALIZED (
   SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
   FROM document_embeddings e, tq
   WHERE e.search_vector @@ tq.tsq AND e.model_id = %(model)s AND e.id IN (SELECT id FROM vis)),
-hit AS (SELECT m.id, m.dl, u.lexeme, cardinality(u.positions)::float8 AS tf
-        FROM m, tq, unnest(m.sv) u WHERE u.lexeme = ANY(tq.lex)),
+-- Term frequencies of the query's lexemes only: re-weight the query's lexemes to A, keep the
+-- A's (C functions, no per-lexeme rows), then unnest the few that remain.
+hit AS (SELECT id, dl, (u).lexeme, cardinality((u).positions)::float8 AS tf
+        FROM (SELECT m.id, m.dl, unnest(ts_filter(setweight(setweight(m.sv, 'D'), 'A', tq.lex), '{{a}}')) AS u
+              FROM m, tq) x),
 df AS (SELECT lexeme, count(*)::float8 AS df FROM hit GROUP BY lexeme)
 SELECT h.id, sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) * h.tf * (%(k1)s + 1)
                  / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS score
