@@ -119,6 +119,19 @@ def test_the_extractive_answer_quotes_the_best_sentence_of_each_top_passage_and_
     assert extractive_answer("owls", [passage(1, "# Hi")]) == INSUFFICIENT_ANSWER
 
 
+def test_the_extractive_answer_skips_headings_and_matches_word_forms():
+    passages = [
+        passage(1, "## Rollback procedure for deployments\n\nRun `./deploy rollback --env production` to restore the "
+                   "previous image. Post in #incidents when you roll back."),
+        passage(2, "# Deploying the API service\n\nDeployments happen from the main branch. Lunch is at noon."),
+    ]
+    answer = extractive_answer("How do I roll back a deployment?", passages)
+    assert answer.splitlines()[2:] == [
+        "- Run ./deploy rollback --env production to restore the previous image. [1]",
+        "- Deployments happen from the main branch. [2]",
+    ]
+
+
 def test_answer_html_escapes_everything_and_links_only_supplied_citations():
     citation = {"n": 1, "document": {"id": "d", "title": 'T"<x>', "url": "/doc/d"}, "version": 2, "start": 5, "end": 9}
     html = answer_html("**Owls** <script>alert(1)</script> ![i](http://evil.test/i.png) [l](javascript:x) [1] [2]", {1: citation})
