@@ -55,7 +55,11 @@ def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, mode
 
 
 def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -> None:
-    """(Re)compute the keyword index columns of these documents' chunks from title and text."""
+    """(Re)compute the keyword index columns of these documents' chunks: title, the headings above the chunk, its text.
+
+    Headings the chunk does not itself contain are added, as the embedding input adds them, so a
+    chunk deep in a section still matches the words of the heading that names its topic.
+    """
     model_filter = "AND e.model_id = %s" if model_id else ""
     model_param = [model_id] if model_id else []
     ids = [str(pk) for pk in document_ids]
@@ -65,10 +69,13 @@ def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -
                 FROM (SELECT c.id, x.v, coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(x.v) u), 0) AS n
                       FROM document_embeddings c JOIN documents_document d ON d.id = c.document_id,
                            LATERAL (SELECT setweight(to_tsvector(%s::regconfig, d.title), 'A')
+                                           || setweight(to_tsvector(%s::regconfig, coalesce(
+                                                (SELECT string_agg(h, ' ') FROM jsonb_array_elements_text(c.metadata -> 'heading_path') h
+                                                 WHERE strpos(c.chunk_text, h) = 0), '')), 'B')
                                            || to_tsvector(%s::regconfig, c.chunk_text) AS v) x
                       WHERE c.document_id = ANY(%s::uuid[]) {model_filter.replace("e.", "c.")}) s
                 WHERE e.id = s.id""",
-            [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, ids, *model_param],
+            [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, ids, *model_param],
         )
 
 

@@ -250,3 +250,16 @@ def test_each_search_is_logged_with_its_latency_split_but_not_its_text(cast, api
     with caplog.at_level("INFO", logger="rag.search"):
         api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": "keyword"})
     assert "owls hunt mice" in caplog.records[-1].getMessage()
+
+
+def test_keyword_search_matches_a_chunk_by_the_headings_above_it(cast, api_for):
+    intro = " ".join(["Volcanoes form where magma reaches the surface of the crust."] * 30)
+    safety = " ".join(["Keep a safe distance and wear a respirator mask near the vents."] * 30)
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Field guide",
+                          text=f"# Volcanoes\n\n{intro}\n\n## Safety\n\n{safety}")
+    indexing.index_documents(document_ids=[doc.pk])
+    chunks = DocumentEmbedding.objects.filter(document=doc).order_by("chunk_index")
+    safety_chunk = next(c for c in chunks if "## Safety" in c.chunk_text)
+    assert "Volcanoes" not in safety_chunk.chunk_text, "the heading above is not in the chunk's own text"
+    response = api_for(cast.bob).post("rag.search", {"query": "volcanoes respirator", "mode": "keyword"})
+    assert response.json()["data"][0]["id"] == str(safety_chunk.pk)
