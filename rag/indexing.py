@@ -176,8 +176,8 @@ def _swap_chunks(document: Document, chunks: list[Chunk], hashes: list[str], vec
             for c, h in zip(chunks, hashes)
         ]
     )
-    refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
     _set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
+    refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
     return True
 
 

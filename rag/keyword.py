@@ -19,16 +19,19 @@ WITH ql AS (SELECT lexeme FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
 tq AS (SELECT array_agg(lexeme) AS lex,
               string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
        FROM ql),
-vis AS MATERIALIZED (
-  SELECT e.id, e.doc_length AS dl
-  FROM document_embeddings e JOIN ({visible}) v ON v.id = e.document_id AND v.version = e.document_version
-  WHERE e.model_id = %(model)s),
-st AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1)::float8 AS avgdl FROM vis),
--- Matching chunks come from the GIN index; only visible ones are kept, before any scoring.
+vd AS MATERIALIZED ({visible}),
+-- N and the average length over the visible chunks, from the narrow per-document status rows
+-- (written with the chunks, in one transaction) rather than the wide chunk table.
+st AS (SELECT greatest(sum(s.chunk_count), 1)::float8 AS n,
+              greatest(sum(s.keyword_length)::float8 / greatest(sum(s.chunk_count), 1), 1) AS avgdl
+       FROM document_index_status s JOIN vd ON vd.id = s.document_id AND vd.version = s.indexed_version
+       WHERE s.model_id = %(model)s AND s.document_id = ANY(ARRAY(SELECT id FROM vd))),
+-- Matching chunks: the GIN index's matches intersected with the visible documents' chunks
+-- (document_id = ANY(...) lets the planner AND the two bitmaps) before rows are read.
 m AS MATERIALIZED (
   SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
-  FROM document_embeddings e, tq
-  WHERE e.search_vector @@ tq.tsq AND e.model_id = %(model)s AND e.id IN (SELECT id FROM vis)),
+  FROM document_embeddings e JOIN vd ON vd.id = e.document_id AND vd.version = e.document_version, tq
+  WHERE e.search_vector @@ tq.tsq AND e.model_id = %(model)s AND e.document_id = ANY(ARRAY(SELECT id FROM vd))),
 -- Term frequencies of the query's lexemes only: re-weight the query's lexemes to A, keep the
 -- A's (C functions, no per-lexeme rows), then unnest the few that remain.
 hit AS (SELECT id, dl, (u).lexeme, cardinality((u).positions)::float8 AS tf
@@ -76,6 +79,13 @@ def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -
                       WHERE c.document_id = ANY(%s::uuid[]) {model_filter.replace("e.", "c.")}) s
                 WHERE e.id = s.id""",
             [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, ids, *model_param],
+        )
+        cursor.execute(
+            f"""UPDATE document_index_status s SET keyword_length = coalesce(
+                    (SELECT sum(e.doc_length) FROM document_embeddings e
+                     WHERE e.document_id = s.document_id AND e.model_id = s.model_id), 0)
+                WHERE s.document_id = ANY(%s::uuid[]) {model_filter.replace("e.", "s.")}""",
+            [ids, *model_param],
         )
 
 

@@ -63,6 +63,8 @@ class IndexStatus(models.Model):
     state = models.CharField(max_length=10, choices=IndexState.choices, default=IndexState.PENDING)
     indexed_version = models.PositiveIntegerField(null=True, blank=True)
     chunk_count = models.PositiveIntegerField(default=0)
+    # Sum of the chunks' keyword lengths: BM25's corpus statistics come from these narrow rows.
+    keyword_length = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -93,28 +93,33 @@ def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension:
         # not by scanning the wide chunk table. A wrong count could only cost speed: the ranking
         # query below is the one that filters.
         cursor.execute(
-            f"SELECT coalesce(sum(s.chunk_count), 0) FROM document_index_status s JOIN ({visible}) v "
-            "ON v.id = s.document_id AND v.version = s.indexed_version WHERE s.model_id = %s",
+            f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0) FROM document_index_status s JOIN v "
+            "ON v.id = s.document_id AND v.version = s.indexed_version "
+            "WHERE s.model_id = %s AND s.document_id = ANY(ARRAY(SELECT id FROM v))",
             [*visible_params, model_id],
         )
         (visible_chunks,) = cursor.fetchone()
         if visible_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
-            # An expression other than the indexed one: the planner scans exactly.
+            # An expression other than the indexed one: the planner scans exactly, and only the
+            # visible documents' chunks, found through the (document, ...) index. (Referenced twice,
+            # the CTE v is computed once; on the HNSW path it is inlined and the index scan drives.)
             distance = "(e.embedding <=> %s::vector)"
+            narrow = "AND e.document_id = ANY(ARRAY(SELECT id FROM v))"
         else:
+            narrow = ""
             distance = f"({vector_expression(dimension, 'e')} <=> %s::vector({int(dimension)}))"
             # Iterative scans keep walking the graph until `limit` rows pass the filter.
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(100, 2 * limit)])
             cursor.execute("SET LOCAL hnsw.max_scan_tuples = 50000")
         cursor.execute(
-            f"WITH ranked AS MATERIALIZED ("
+            f"WITH v AS ({visible}), ranked AS MATERIALIZED ("
             f"  SELECT e.id, e.document_id, e.chunk_index, e.start_offset, e.end_offset, e.document_version,"
             f"         1 - {distance} AS score"
-            f"  FROM document_embeddings e JOIN ({visible}) v ON v.id = e.document_id AND v.version = e.document_version"
-            f"  WHERE e.model_id = %s ORDER BY {distance} LIMIT %s"
+            f"  FROM document_embeddings e JOIN v ON v.id = e.document_id AND v.version = e.document_version"
+            f"  WHERE e.model_id = %s {narrow} ORDER BY {distance} LIMIT %s"
             f") SELECT * FROM ranked WHERE score >= %s ORDER BY score DESC, id",
-            [vector_literal, *visible_params, model_id, vector_literal, limit, threshold],
+            [*visible_params, vector_literal, model_id, vector_literal, limit, threshold],
         )
         rows = cursor.fetchall()
     return [Hit(chunk_id=r[0], document_id=r[1], chunk_index=r[2], start=r[3], end=r[4], version=r[5], score=float(r[6])) for r in rows]

@@ -1,5 +1,5 @@
-"""Recompute existing chunks' keyword columns now that they include the headings above each chunk."""
-from django.db import migrations
+"""Index statuses carry the keyword length; existing chunks' keyword columns are recomputed with their headings."""
+from django.db import migrations, models
 
 BATCH = 1000
 
@@ -17,4 +17,9 @@ class Migration(migrations.Migration):
 
     dependencies = [("rag", "0004_embedding_storage_main")]
 
-    operations = [migrations.RunPython(refresh, migrations.RunPython.noop)]
+    operations = [
+        migrations.AddField(
+            model_name="indexstatus", name="keyword_length", field=models.PositiveBigIntegerField(default=0),
+        ),
+        migrations.RunPython(refresh, migrations.RunPython.noop),
+    ]

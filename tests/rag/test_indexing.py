@@ -60,6 +60,22 @@ def test_a_title_change_costs_no_embedding_calls(cast, api_for, django_capture_o
     assert {r.document_version for r in chunks_of(doc)} == {1}
 
 
+def test_the_status_row_keeps_the_keyword_length_that_bm25_statistics_read(cast, api_for, django_capture_on_commit_callbacks):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Short", text=LONG_TEXT)
+    indexing.index_documents(document_ids=[doc.pk])
+
+    def lengths():
+        status = IndexStatus.objects.get(document=doc)
+        return status.keyword_length, sum(r.doc_length for r in chunks_of(doc))
+
+    stored, actual = lengths()
+    assert stored == actual > 0
+    with django_capture_on_commit_callbacks(execute=True):
+        api_for(cast.alice).post("documents.update", {"id": str(doc.id), "title": "A much longer title for this guide"})
+    renamed, actual = lengths()
+    assert renamed == actual > stored, "the title's words count in every chunk's length"
+
+
 def test_indexing_an_indexed_document_again_is_skipped(cast):
     doc = DocumentFactory(collection=cast.handbook, text=LONG_TEXT)
     indexing.index_documents(document_ids=[doc.pk])
