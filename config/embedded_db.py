@@ -29,7 +29,6 @@ def embedded_database_settings(data_dir: Path, *, name: str = DEFAULT_DATABASE) 
         "USER": user,
         "HOST": host,
         "PORT": str(uri.port or ""),
-        "CONN_MAX_AGE": 0,
         "TEST": {"NAME": f"test_{name}"},
     }
 

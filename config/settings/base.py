@@ -96,6 +96,10 @@ if env("DATABASE_URL", default=""):
 else:
     DATABASES = {"default": embedded_database_settings(default_data_dir(BASE_DIR), name=default_database_name())}
     EMBEDDED_DATABASE = True
+# Keep connections between requests: a new PostgreSQL backend per request costs a fork and cold
+# catalog caches on every search. Health checks drop a connection the server has closed.
+DATABASES["default"]["CONN_MAX_AGE"] = _positive_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "permissions.User"
@@ -217,7 +221,7 @@ RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
 RAG_LOG_QUERIES = _env_value("RAG_LOG_QUERIES", env.bool, False)
 # Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
-RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 20_000, minimum=0)
+RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])
 try:
     RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)
