@@ -195,6 +195,7 @@ _MARKUP = [
     (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links keep their text
     (re.compile(r"<[^>]*>"), ""),  # HTML tags
     (re.compile(r"^\s{0,3}(?:#{1,6}\s+|[-*+]\s+|>\s?)", re.M), ""),  # heading, list and quote marks
+    (re.compile(r"^\s*(?:```|~~~)[\w+-]*[ \t]*$", re.M), ""),  # code fences and their language tag
     (re.compile(r"[`*_]{1,3}"), ""),
 ]
 _HEADING = re.compile(r"\s{0,3}#{1,6}\s")

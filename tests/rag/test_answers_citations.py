@@ -124,11 +124,13 @@ def test_the_extractive_answer_skips_headings_and_matches_word_forms():
         passage(1, "## Rollback procedure for deployments\n\nRun `./deploy rollback --env production` to restore the "
                    "previous image. Post in #incidents when you roll back."),
         passage(2, "# Deploying the API service\n\nDeployments happen from the main branch. Lunch is at noon."),
+        passage(3, "```bash\n./deploy promote --env production --image api:latest\n```"),
     ]
     answer = extractive_answer("How do I roll back a deployment?", passages)
     assert answer.splitlines()[2:] == [
         "- Run ./deploy rollback --env production to restore the previous image. [1]",
         "- Deployments happen from the main branch. [2]",
+        "- ./deploy promote --env production --image api:latest [3]",
     ]
 
 
