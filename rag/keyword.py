@@ -1,8 +1,7 @@
 """BM25 keyword ranking inside PostgreSQL, over the viewer's visible chunks.
 
-Corpus statistics (N, document frequency, average length) are computed at query time
-over the visible chunks only, so a score reveals nothing about documents the viewer
-cannot read.
+Corpus statistics (N, document frequency, average length) are those of the visible chunks
+only, so a score reveals nothing about documents the viewer cannot read.
 """
 from __future__ import annotations
 
@@ -12,41 +11,31 @@ TEXT_SEARCH_CONFIG = "english"
 K1 = 0.9
 B = 0.4
 
-# Query lexemes -> an OR tsquery built in SQL from the lexeme array: each lexeme is quoted as
-# an operand, so tsquery metacharacters in user text can never become operators.
+# BM25 over the postings of the query's lexemes only (an index-only scan of one index, however
+# many chunks there are), joined with the visible documents' current versions before anything
+# is counted: document frequencies are those of the visible chunks. N and the average length
+# come in as parameters (search.visible_index_stats, from the per-document status rows).
 _SQL = """
-WITH ql AS (SELECT lexeme FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
-tq AS (SELECT array_agg(lexeme) AS lex,
-              string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
-       FROM ql),
+WITH ql AS (SELECT array_agg(lexeme) AS lex FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
 vd AS MATERIALIZED ({visible}),
--- N and the average length over the visible chunks, from the narrow per-document status rows
--- (written with the chunks, in one transaction) rather than the wide chunk table.
-st AS (SELECT greatest(sum(s.chunk_count), 1)::float8 AS n,
-              greatest(sum(s.keyword_length)::float8 / greatest(sum(s.chunk_count), 1), 1) AS avgdl
-       FROM document_index_status s JOIN vd ON vd.id = s.document_id AND vd.version = s.indexed_version
-       WHERE s.model_id = %(model)s AND s.document_id = ANY(ARRAY(SELECT id FROM vd))),
--- Matching chunks: the GIN index's matches intersected with the visible documents' chunks
--- (document_id = ANY(...) lets the planner AND the two bitmaps) before rows are read.
-m AS MATERIALIZED (
-  SELECT e.id, e.search_vector AS sv, e.doc_length AS dl
-  FROM document_embeddings e JOIN vd ON vd.id = e.document_id AND vd.version = e.document_version, tq
-  WHERE e.search_vector @@ tq.tsq AND e.model_id = %(model)s AND e.document_id = ANY(ARRAY(SELECT id FROM vd))),
--- Term frequencies of the query's lexemes only: re-weight the query's lexemes to A, keep the
--- A's (C functions, no per-lexeme rows), then unnest the few that remain.
-hit AS (SELECT id, dl, (u).lexeme, cardinality((u).positions)::float8 AS tf
-        FROM (SELECT m.id, m.dl, unnest(ts_filter(setweight(setweight(m.sv, 'D'), 'A', tq.lex), '{{a}}')) AS u
-              FROM m, tq) x),
-df AS (SELECT lexeme, count(*)::float8 AS df FROM hit GROUP BY lexeme)
-SELECT h.id, sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) * h.tf * (%(k1)s + 1)
-                 / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS score
-FROM hit h JOIN df d USING (lexeme), st s
-GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s
+p AS MATERIALIZED (
+  SELECT k.lexeme, k.chunk_id, k.tf, k.length
+  FROM keyword_postings k JOIN vd ON vd.id = k.document_id AND vd.version = k.document_version, ql
+  WHERE k.lexeme = ANY(ql.lex) AND k.model_id = %(model)s),
+df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme)
+SELECT p.chunk_id, sum(ln(1 + (greatest(%(n)s, d.df) - d.df + 0.5) / (d.df + 0.5)) * p.tf * (%(k1)s + 1)
+                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / %(avgdl)s))) AS score
+FROM p JOIN df d USING (lexeme)
+GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 """
 
 
-def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, model_id: str, query: str, limit: int) -> tuple[str, list]:
-    """SQL and params whose rows are (chunk_id, bm25 score), best first."""
+def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, model_id: str, query: str, limit: int,
+                       chunks: int, keyword_length: int) -> tuple[str, dict]:
+    """SQL and params whose rows are (chunk_id, bm25 score), best first.
+
+    `chunks` and `keyword_length` are the visible chunks' count and total keyword length.
+    """
     # The visible subquery uses positional %s params; name them so both styles don't mix.
     named = {f"v{i}": value for i, value in enumerate(visible_params)}
     visible = visible_documents_sql.replace("%%", "\x00")
@@ -54,7 +43,10 @@ def keyword_search_sql(*, visible_documents_sql: str, visible_params: list, mode
         visible = visible.replace("%s", f"%(v{i})s", 1)
     visible = visible.replace("\x00", "%%")
     sql = _SQL.format(visible=visible)
-    return sql, {**named, "cfg": TEXT_SEARCH_CONFIG, "q": query, "model": model_id, "k1": K1, "b": B, "limit": limit}
+    n = float(max(chunks, 1))
+    avgdl = max(keyword_length / n, 1.0)
+    return sql, {**named, "cfg": TEXT_SEARCH_CONFIG, "q": query, "model": model_id, "k1": K1, "b": B, "limit": limit,
+                 "n": n, "avgdl": avgdl}
 
 
 def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -> None:
@@ -79,6 +71,20 @@ def refresh_search_vectors(*, document_ids: list, model_id: str | None = None) -
                       WHERE c.document_id = ANY(%s::uuid[]) {model_filter.replace("e.", "c.")}) s
                 WHERE e.id = s.id""",
             [TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, TEXT_SEARCH_CONFIG, ids, *model_param],
+        )
+        # The chunks' postings follow their keyword columns (a chunk's own are deleted with it).
+        cursor.execute(
+            f"""DELETE FROM keyword_postings k USING document_embeddings e
+                WHERE k.chunk_id = e.id AND e.document_id = ANY(%s::uuid[]) {model_filter}""",
+            [ids, *model_param],
+        )
+        cursor.execute(
+            f"""INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length)
+                SELECT e.id, u.lexeme, e.document_id, e.document_version, e.model_id,
+                       least(cardinality(u.positions), 32767), e.doc_length
+                FROM document_embeddings e, unnest(e.search_vector) u
+                WHERE e.document_id = ANY(%s::uuid[]) {model_filter}""",
+            [ids, *model_param],
         )
         cursor.execute(
             f"""UPDATE document_index_status s SET keyword_length = coalesce(

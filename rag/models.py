@@ -3,7 +3,6 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -42,8 +41,34 @@ class DocumentEmbedding(models.Model):
         indexes = [
             models.Index(fields=["model_id", "content_hash"], name="embedding_model_hash"),
             models.Index(fields=["team", "model_id"], name="embedding_team_model"),
-            # Keyword search finds matching chunks through this before computing BM25.
-            GinIndex(fields=["search_vector"], name="embedding_search_vector_gin"),
+        ]
+
+
+class KeywordPosting(models.Model):
+    """One lexeme of one chunk's search_vector: the inverted index keyword search reads.
+
+    Written by rag.keyword.refresh_search_vectors with the chunk's keyword columns and deleted
+    with the chunk. Keyword search reads only the postings of the query's lexemes, through one
+    index that carries everything BM25 needs (an index-only scan); document and version are
+    copied from the chunk so the visible documents filter them without reading chunks.
+    """
+
+    pk = models.CompositePrimaryKey("chunk_id", "lexeme")
+    chunk = models.ForeignKey(DocumentEmbedding, on_delete=models.CASCADE, related_name="+", db_index=False)
+    lexeme = models.TextField()
+    document_id = models.UUIDField()
+    document_version = models.PositiveIntegerField()
+    model_id = models.CharField(max_length=200)
+    tf = models.PositiveSmallIntegerField(help_text="Occurrences of the lexeme in the chunk's keyword text.")
+    length = models.PositiveIntegerField(help_text="The chunk's doc_length, for BM25's length normalisation.")
+
+    class Meta:
+        db_table = "keyword_postings"
+        indexes = [
+            models.Index(
+                fields=["lexeme"], include=["document_id", "document_version", "model_id", "chunk", "tf", "length"],
+                name="posting_lexeme_covering",
+            )
         ]
 
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import close_old_connections, connection, transaction
 
 from config.errors import EmbeddingUnavailable, NoEmbeddings
 from documents.models import Document
@@ -32,6 +34,7 @@ MODES = ("vector", "keyword", "hybrid")
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 QUERY_CACHE_SECONDS = 24 * 3600
+STATS_CACHE_SECONDS = 60
 
 
 @dataclass
@@ -83,22 +86,46 @@ def _visible_sql(user: User, *, collection_id=None, document_id=None) -> tuple[s
     return sql, params
 
 
+@dataclass(frozen=True)
+class IndexStats:
+    """The viewer's visible chunks of one model: how many, and their total keyword length."""
+
+    chunks: int
+    keyword_length: int
+
+
+def visible_index_stats(*, user: User, model_id: str, collection_id=None, document_id=None) -> IndexStats:
+    """Counted from the narrow per-document status rows (written with the chunks, in one transaction).
+
+    These numbers only steer ranking (exact scan or HNSW; BM25's N and average length); the
+    ranking queries themselves filter by visibility. So they are cached for a short while per
+    viewer and scope: a stale figure can cost a little speed or score precision, never access.
+    """
+    key = f"rag:stats:{model_id}:{user.pk}:{collection_id}:{document_id}"
+    cached = cache.get(key)
+    if cached is not None:
+        return IndexStats(*cached)
+    visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0), coalesce(sum(s.keyword_length), 0) "
+            "FROM document_index_status s JOIN v ON v.id = s.document_id AND v.version = s.indexed_version "
+            "WHERE s.model_id = %s AND s.document_id = ANY(ARRAY(SELECT id FROM v))",
+            [*visible_params, model_id],
+        )
+        chunks, keyword_length = cursor.fetchone()
+    stats = IndexStats(int(chunks), int(keyword_length))
+    cache.set(key, (stats.chunks, stats.keyword_length), STATS_CACHE_SECONDS)
+    return stats
+
+
 def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension: int, limit: int,
                    threshold: float, collection_id=None, document_id=None) -> list[Hit]:
     visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
     vector_literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    # How many chunks the viewer can see decides exact scan or HNSW.
+    visible_chunks = visible_index_stats(user=user, model_id=model_id, collection_id=collection_id, document_id=document_id).chunks
     with transaction.atomic(), connection.cursor() as cursor:
-        # How many chunks the viewer can see decides exact scan or HNSW. Counted from the narrow
-        # per-document status rows (chunk_count is written with the chunks, in one transaction),
-        # not by scanning the wide chunk table. A wrong count could only cost speed: the ranking
-        # query below is the one that filters.
-        cursor.execute(
-            f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0) FROM document_index_status s JOIN v "
-            "ON v.id = s.document_id AND v.version = s.indexed_version "
-            "WHERE s.model_id = %s AND s.document_id = ANY(ARRAY(SELECT id FROM v))",
-            [*visible_params, model_id],
-        )
-        (visible_chunks,) = cursor.fetchone()
         if visible_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
             # An expression other than the indexed one: the planner scans exactly, and only the
             # visible documents' chunks, found through the (document, ...) index. (Referenced twice,
@@ -129,13 +156,49 @@ def vector_ranking(*, user: User, vector: list[float], model_id: str, dimension:
 
 def keyword_ranking(*, user: User, query: str, model_id: str, limit: int, collection_id=None, document_id=None) -> list[Hit]:
     visible, visible_params = _visible_sql(user, collection_id=collection_id, document_id=document_id)
+    stats = visible_index_stats(user=user, model_id=model_id, collection_id=collection_id, document_id=document_id)
     sql, params = keyword_search_sql(
-        visible_documents_sql=visible, visible_params=list(visible_params), model_id=model_id, query=query, limit=limit
+        visible_documents_sql=visible, visible_params=list(visible_params), model_id=model_id, query=query, limit=limit,
+        chunks=stats.chunks, keyword_length=stats.keyword_length,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+
+
+def _background(fn, /, **kwargs) -> Future:
+    """Run `fn` on this process's search thread, on that thread's own database connection.
+
+    A pool per process (gunicorn forks after --preload); one thread, because one request's
+    keyword ranking is all it ever overlaps with.
+    """
+    global _executor, _executor_pid
+    if _executor is None or _executor_pid != os.getpid():
+        _executor, _executor_pid = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-search"), os.getpid()
+
+    def run():
+        # No request signals on this thread: honour CONN_MAX_AGE and drop broken connections here.
+        close_old_connections()
+        started = time.perf_counter()
+        return fn(**kwargs), round((time.perf_counter() - started) * 1000, 2)
+
+    return _executor.submit(run)
+
+
+def close_background_connection() -> None:
+    """Close the search thread's database connection (a test dropping its database needs this)."""
+    if _executor is not None and _executor_pid == os.getpid():
+        _executor.submit(lambda: connection.close()).result()
+
+
+def _can_overlap() -> bool:
+    """A second connection cannot see this one's uncommitted writes: overlap only outside transactions."""
+    return settings.RAG_CONCURRENT_SEARCH and not connection.in_atomic_block
 
 
 def search(*, user: User, query: str, limit: int = 10, threshold: float | None = None, mode: str = "hybrid",
@@ -163,13 +226,20 @@ def search(*, user: User, query: str, limit: int = 10, threshold: float | None =
     vector_hits: list[Hit] = []
     keyword_hits: list[Hit] = []
     depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
+    keyword_args = {"user": user, "query": query, "model_id": model_id, "limit": depth, **scope}
+    # Hybrid: the keyword ranking runs in PostgreSQL on a second connection while this thread
+    # embeds the query and ranks by vector, so the two take one core each instead of queueing.
+    keyword_future = _background(keyword_ranking, **keyword_args) if mode == "hybrid" and _can_overlap() else None
     if mode in ("vector", "hybrid"):
         vector = embed_query(query)
         lap("embed_ms")
         vector_hits = vector_ranking(user=user, vector=vector, model_id=model_id, dimension=dimension, limit=depth, threshold=threshold, **scope)
         lap("vector_ms")
-    if mode in ("keyword", "hybrid"):
-        keyword_hits = keyword_ranking(user=user, query=query, model_id=model_id, limit=depth, **scope)
+    if keyword_future is not None:
+        keyword_hits, latency["keyword_ms"] = keyword_future.result()
+        lap("keyword_wait_ms")
+    elif mode in ("keyword", "hybrid"):
+        keyword_hits = keyword_ranking(**keyword_args)
         lap("keyword_ms")
     if mode == "vector":
         hits = vector_hits

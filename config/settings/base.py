@@ -220,6 +220,9 @@ RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 # Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
 RAG_LOG_QUERIES = _env_value("RAG_LOG_QUERIES", env.bool, False)
+# Hybrid search runs its keyword ranking on a second database connection, beside the vector
+# ranking (each web process then holds up to two connections).
+RAG_CONCURRENT_SEARCH = _env_value("RAG_CONCURRENT_SEARCH", env.bool, True)
 # Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])

@@ -263,3 +263,27 @@ def test_keyword_search_matches_a_chunk_by_the_headings_above_it(cast, api_for):
     assert "Volcanoes" not in safety_chunk.chunk_text, "the heading above is not in the chunk's own text"
     response = api_for(cast.bob).post("rag.search", {"query": "volcanoes respirator", "mode": "keyword"})
     assert response.json()["data"][0]["id"] == str(safety_chunk.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hybrid_search_ranks_by_keyword_on_a_second_connection_with_the_same_results(cast, corpus, settings, request):
+    # Committed data (a transactional test): the keyword ranking's own connection must see it.
+    settings.RAG_CONCURRENT_SEARCH = True
+    request.addfinalizer(search.close_background_connection)
+    for user, expected in ((cast.alice, {"Owls", "Secret owls", "Draft owls"}), (cast.bob, {"Owls"}), (cast.charlie, {"Their owls"})):
+        overlapped = search.search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
+        assert "keyword_wait_ms" in overlapped.latency, "the keyword ranking ran on the search thread"
+        assert {d.title for d in overlapped.documents.values()} == expected
+        settings.RAG_CONCURRENT_SEARCH = False
+        serial = search.search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
+        settings.RAG_CONCURRENT_SEARCH = True
+        assert "keyword_wait_ms" not in serial.latency
+        assert [(h.chunk_id, round(h.score, 9)) for h in overlapped.hits] == [(h.chunk_id, round(h.score, 9)) for h in serial.hits]
+
+
+def test_inside_a_transaction_hybrid_search_stays_on_its_own_connection(cast, corpus, settings):
+    # This test's data is uncommitted: a second connection would not see it.
+    settings.RAG_CONCURRENT_SEARCH = True
+    result = search.search(user=cast.bob, query="owls hunt mice", threshold=0.0, mode="hybrid")
+    assert "keyword_wait_ms" not in result.latency
+    assert {d.title for d in result.documents.values()} == {"Owls"}
