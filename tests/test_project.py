@@ -125,3 +125,20 @@ def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
     assert "Deploying the API" in titles and "Globex strategy 2027" not in titles
     call_command("setup_demo")  # idempotent
     assert "0 new document(s)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is configured by Cairn")
+def test_the_embedded_postgres_runs_with_the_configured_shared_buffers(db):
+    from config.embedded_db import DEFAULT_SHARED_BUFFERS
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)",
+                       [os.environ.get("CAIRN_EMBEDDED_SHARED_BUFFERS", DEFAULT_SHARED_BUFFERS)])
+        assert cursor.fetchone()[0]
+
+
+def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
+    script = ("import gc, sys; import config.wsgi; "
+              "assert 'rag.apis' in sys.modules and 'documents.apis' in sys.modules; assert gc.get_freeze_count() > 10000")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
