@@ -14,17 +14,18 @@ B = 0.4
 # BM25 over the postings of the query's lexemes only (an index-only scan of one index, however
 # many chunks there are), joined with the visible documents' current versions before anything
 # is counted: document frequencies are those of the visible chunks. N and the average length
-# come in as parameters (search.visible_index_stats, from the per-document status rows).
+# come in as parameters (search.visible_index_stats, from the per-document status rows). The
+# numbers are cast to float8: bound as literals they would be numeric, several times slower.
 _SQL = """
 WITH ql AS (SELECT array_agg(lexeme) AS lex FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
 vd AS MATERIALIZED ({visible}),
 p AS MATERIALIZED (
   SELECT k.lexeme, k.chunk_id, k.tf, k.length
   FROM keyword_postings k JOIN vd ON vd.id = k.document_id AND vd.version = k.document_version, ql
-  WHERE k.lexeme = ANY(ql.lex) AND k.model_id = %(model)s),
+  WHERE k.model_id = %(model)s AND k.lexeme = ANY(ql.lex)),
 df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme)
-SELECT p.chunk_id, sum(ln(1 + (greatest(%(n)s, d.df) - d.df + 0.5) / (d.df + 0.5)) * p.tf * (%(k1)s + 1)
-                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / %(avgdl)s))) AS score
+SELECT p.chunk_id, sum(ln(1 + (greatest(%(n)s::float8, d.df) - d.df + 0.5) / (d.df + 0.5)) * p.tf * (%(k1)s::float8 + 1)
+                       / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score
 FROM p JOIN df d USING (lexeme)
 GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 """

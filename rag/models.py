@@ -66,7 +66,7 @@ class KeywordPosting(models.Model):
         db_table = "keyword_postings"
         indexes = [
             models.Index(
-                fields=["lexeme"], include=["document_id", "document_version", "model_id", "chunk", "tf", "length"],
+                fields=["model_id", "lexeme"], include=["document_id", "document_version", "chunk", "tf", "length"],
                 name="posting_lexeme_covering",
             )
         ]

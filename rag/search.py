@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -174,12 +175,12 @@ _executor_pid = 0
 def _background(fn, /, **kwargs) -> Future:
     """Run `fn` on this process's search thread, on that thread's own database connection.
 
-    A pool per process (gunicorn forks after --preload); one thread, because one request's
-    keyword ranking is all it ever overlaps with.
+    A pool per process (gunicorn forks after --preload). Threads start only when requests overlap
+    (a sync worker uses one; gthread workers up to their thread count), each with its connection.
     """
     global _executor, _executor_pid
     if _executor is None or _executor_pid != os.getpid():
-        _executor, _executor_pid = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-search"), os.getpid()
+        _executor, _executor_pid = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rag-search"), os.getpid()
 
     def run():
         # No request signals on this thread: honour CONN_MAX_AGE and drop broken connections here.
@@ -192,8 +193,18 @@ def _background(fn, /, **kwargs) -> Future:
 
 def close_background_connection() -> None:
     """Close the search thread's database connection (a test dropping its database needs this)."""
-    if _executor is not None and _executor_pid == os.getpid():
-        _executor.submit(lambda: connection.close()).result()
+    if _executor is None or _executor_pid != os.getpid():
+        return
+    # One close per thread: each task holds its thread at the barrier until all have one.
+    threads = len(_executor._threads)  # noqa: SLF001 (ThreadPoolExecutor has no public count)
+    barrier = threading.Barrier(threads)
+
+    def close():
+        barrier.wait(timeout=10)
+        connection.close()
+
+    for future in [_executor.submit(close) for _ in range(threads)]:
+        future.result()
 
 
 def _can_overlap() -> bool:

@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
         migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
         migrations.AddIndex(
             model_name='keywordposting',
-            index=models.Index(fields=['lexeme'], include=('document_id', 'document_version', 'model_id', 'chunk', 'tf', 'length'), name='posting_lexeme_covering'),
+            index=models.Index(fields=['model_id', 'lexeme'], include=('document_id', 'document_version', 'chunk', 'tf', 'length'), name='posting_lexeme_covering'),
         ),
         migrations.RemoveIndex(
             model_name='documentembedding',
