@@ -173,7 +173,7 @@ _executor_pid = 0
 
 
 def _background(fn, /, **kwargs) -> Future:
-    """Run `fn` on this process's search thread, on that thread's own database connection.
+    """Run `fn` on one of this process's search threads, on that thread's own database connection.
 
     A pool per process (gunicorn forks after --preload). Threads start only when requests overlap
     (a sync worker uses one; gthread workers up to their thread count), each with its connection.
@@ -191,8 +191,8 @@ def _background(fn, /, **kwargs) -> Future:
     return _executor.submit(run)
 
 
-def close_background_connection() -> None:
-    """Close the search thread's database connection (a test dropping its database needs this)."""
+def close_background_connections() -> None:
+    """Close the search threads' database connections (a test dropping its database needs this)."""
     if _executor is None or _executor_pid != os.getpid():
         return
     # One close per thread: each task holds its thread at the barrier until all have one.

@@ -269,7 +269,7 @@ def test_keyword_search_matches_a_chunk_by_the_headings_above_it(cast, api_for):
 def test_hybrid_search_ranks_by_keyword_on_a_second_connection_with_the_same_results(cast, corpus, settings, request):
     # Committed data (a transactional test): the keyword ranking's own connection must see it.
     settings.RAG_CONCURRENT_SEARCH = True
-    request.addfinalizer(search.close_background_connection)
+    request.addfinalizer(search.close_background_connections)
     for user, expected in ((cast.alice, {"Owls", "Secret owls", "Draft owls"}), (cast.bob, {"Owls"}), (cast.charlie, {"Their owls"})):
         overlapped = search.search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
         assert "keyword_wait_ms" in overlapped.latency, "the keyword ranking ran on the search thread"
