@@ -69,12 +69,12 @@ def build_standalone(docs: int) -> dict:
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, TokenScope, User
     from permissions.services import api_token_create
-    from rag import indexing
-    from rag.models import DocumentEmbedding
+    from rag.indexing.pipeline import index_documents
+    from rag.models import Chunk
 
     call_command("migrate", verbosity=0)
     team = Team.objects.filter(name="Answer bench").first()
-    if team is None or not DocumentEmbedding.objects.filter(team=team).exists() or Document.objects.filter(team=team).count() != docs:
+    if team is None or not Chunk.objects.filter(team=team).exists() or Document.objects.filter(team=team).count() != docs:
         if team:
             team.delete()
         team = Team.objects.create(name="Answer bench")
@@ -89,7 +89,7 @@ def build_standalone(docs: int) -> dict:
             for i, (title, text) in enumerate(texts)
         ])
         started = time.perf_counter()
-        indexing.index_documents(document_ids=[d.pk for d in created])
+        index_documents(document_ids=[d.pk for d in created])
         print(f"  indexed {len(created)} documents in {time.perf_counter() - started:.0f}s", file=sys.stderr)
     reader = User.objects.filter(team=team).order_by("date_joined").first()
     token = api_token_create(user=reader, scope=TokenScope.READ, name="answer bench").plaintext
@@ -254,12 +254,12 @@ def main() -> None:
     setup_django(corpus["database"] if corpus else STANDALONE_DATABASE, embedding)
     if corpus is None:
         corpus = build_standalone(args.docs)
-    from rag.models import DocumentEmbedding, QueryLog
     from permissions.models import ApiToken
     from permissions.tokens import token_prefix
+    from rag.models import Chunk, QueryLog
 
     token_row = ApiToken.objects.select_related("user").get(prefix=token_prefix(corpus["token"]))
-    chunks = DocumentEmbedding.objects.filter(team_id=token_row.user.team_id, model_id=model).count()
+    chunks = Chunk.objects.filter(team_id=token_row.user.team_id, model_id=model).count()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"corpus: {source}, database {corpus['database']}, {chunks} chunks of {model} in the user's team, user {token_row.user.username}")
 

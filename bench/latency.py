@@ -82,13 +82,13 @@ def build(chunks: int) -> dict:
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, TokenScope, User
     from permissions.services import api_token_create
-    from rag.keyword import refresh_search_vectors
-    from rag.models import DocumentEmbedding, IndexState, IndexStatus
-    from rag.vector_index import ensure_vector_index
+    from rag.indexing.keyword_postings import refresh_search_vectors
+    from rag.models import Chunk, IndexState, IndexStatus
+    from rag.retrieval.vector_index import ensure_vector_index
 
     call_command("migrate", verbosity=0)
     team = Team.objects.filter(name="Bench").first()
-    built = team and DocumentEmbedding.objects.filter(team=team, model_id=MODEL).count()
+    built = team and Chunk.objects.filter(team=team, model_id=MODEL).count()
     counted = team and IndexStatus.objects.filter(document__team=team).aggregate(n=Sum("chunk_count"))["n"]
     if team is None or not built == counted == chunks:
         Team.objects.filter(name="Bench").delete() if team else None
@@ -141,7 +141,7 @@ def build(chunks: int) -> dict:
             cursor.execute("VACUUM ANALYZE")
     reader = User.objects.filter(team=team).first()
     token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
-    visible = DocumentEmbedding.objects.filter(document__in=Document.objects.visible_to(reader), model_id=MODEL).count()
+    visible = Chunk.objects.filter(document__in=Document.objects.visible_to(reader), model_id=MODEL).count()
     return {"database": connection.settings_dict["NAME"], "token": token, "chunks": chunks, "visible": visible, "user": reader.username}
 
 
@@ -212,21 +212,22 @@ def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> di
 
 def measure_recall(user, queries: list[str], n: int) -> dict:
     """Vector search through the HNSW index (iterative scans) against an exact scan, for `user`."""
-    from django.test.utils import override_settings
+    from rag.retrieval.query import embed_query
+    from rag.retrieval.vector import vector_ranking
+    from rag.retrieval.visibility import search_scope
 
-    from rag import search
-
-    provider_vectors = [search.embed_query(q) for q in queries[:n]]
+    scope = search_scope(user=user)
+    provider_vectors = [embed_query(q) for q in queries[:n]]
     recalls, short, hnsw_ms, exact_ms = [], 0, [], []
+    # The scope's chunk count picks the path: none is below any exact-search limit, 10**9 above it.
+    rank = {"scope": scope, "model_id": MODEL, "dimension": 384, "limit": 10, "threshold": -1}
     for vector in provider_vectors:
-        with override_settings(RAG_EXACT_SEARCH_MAX_CHUNKS=10**9):
-            started = time.perf_counter()
-            exact = search.vector_ranking(user=user, vector=vector, model_id=MODEL, dimension=384, limit=10, threshold=-1)
-            exact_ms.append((time.perf_counter() - started) * 1000)
-        with override_settings(RAG_EXACT_SEARCH_MAX_CHUNKS=0):
-            started = time.perf_counter()
-            hnsw = search.vector_ranking(user=user, vector=vector, model_id=MODEL, dimension=384, limit=10, threshold=-1)
-            hnsw_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        exact = vector_ranking(vector=vector, scope_chunks=0, **rank)
+        exact_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        hnsw = vector_ranking(vector=vector, scope_chunks=10**9, **rank)
+        hnsw_ms.append((time.perf_counter() - started) * 1000)
         short += len(hnsw) < 10
         # Ties between copies are possible; a hit counts if it scores at least the exact 10th best.
         kth = exact[-1].score if exact else 0.0
@@ -239,11 +240,11 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
 
 def measure_split(user, queries: list[str]) -> dict:
     """Median in-process latency split of hybrid searches (the same stages rag.search logs)."""
-    from rag import search
+    from rag.retrieval.search import search
 
     splits: dict[str, list[float]] = {}
     for query in queries:
-        result = search.search(user=user, query=query, limit=10, threshold=0.0, mode="hybrid")
+        result = search(user=user, query=query, limit=10, threshold=0.0, mode="hybrid")
         for stage, ms in result.latency.items():
             splits.setdefault(stage, []).append(ms)
     return {stage: round(statistics.median(values), 1) for stage, values in splits.items()}

@@ -67,9 +67,11 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from documents.models import Collection, Document
     from permissions.models import Access, Team, User
-    from rag import indexing, search
-    from rag.models import DocumentEmbedding, IndexStatus
-    from rag.providers import get_embedding_provider
+    from rag.indexing.chunking import TextChunk
+    from rag.indexing.pipeline import embedding_input, index_documents
+    from rag.models import Chunk, IndexStatus
+    from rag.providers.embeddings import get_embedding_provider
+    from rag.retrieval.search import search
 
     corpus, queries, qrels = load_dataset(args.docs)
     provider = get_embedding_provider()
@@ -81,7 +83,7 @@ def main() -> None:
     collection = Collection.objects.filter(team=team).first() or Collection.objects.create(team=team, name="SciFact", default_access=Access.READ)
 
     if not args.skip_throughput:
-        DocumentEmbedding.objects.filter(team=team).delete()
+        Chunk.objects.filter(team=team).delete()
         IndexStatus.objects.filter(document__team=team).delete()
         Document.objects.filter(team=team).delete()
         from django.utils import timezone
@@ -99,12 +101,10 @@ def main() -> None:
         start = time.perf_counter()
         chunks = 0
         for i in range(0, len(sample), 64):
-            chunks += indexing.index_documents(document_ids=sample[i : i + 64], provider=provider).chunks
+            chunks += index_documents(document_ids=sample[i : i + 64], provider=provider).chunks
         end_to_end = time.perf_counter() - start
-        inputs = list(DocumentEmbedding.objects.filter(document_id__in=sample, model_id=provider.model_id).values_list("chunk_text", "metadata"))
-        from rag.chunking import Chunk
-
-        texts = [indexing.embedding_input(Chunk(0, t, 0, 0, m["heading_path"], False, False, 0)) for t, m in inputs]
+        inputs = list(Chunk.objects.filter(document_id__in=sample, model_id=provider.model_id).values_list("chunk_text", "metadata"))
+        texts = [embedding_input(TextChunk(0, t, 0, 0, m["heading_path"], False, False, 0)) for t, m in inputs]
         start = time.perf_counter()
         for i in range(0, len(texts), 64):
             provider.embed(texts[i : i + 64])
@@ -114,7 +114,7 @@ def main() -> None:
               f"ratio {(chunks / end_to_end) / (len(texts) / raw):.3f}", flush=True)
         rest = ids[len(sample):]
         for i in range(0, len(rest), 64):
-            indexing.index_documents(document_ids=rest[i : i + 64], provider=provider)
+            index_documents(document_ids=rest[i : i + 64], provider=provider)
             print(f"  indexed {len(sample) + min(i + 64, len(rest))}/{len(ids)} abstracts", file=sys.stderr, flush=True)
 
     if args.skip_quality:
@@ -126,7 +126,7 @@ def main() -> None:
         ndcgs, recalls, latencies = [], [], []
         for qid in evaluated:
             t0 = time.perf_counter()
-            result = search.search(user=user, query=queries[qid], limit=100, threshold=0.0, mode=mode)
+            result = search(user=user, query=queries[qid], limit=100, threshold=0.0, mode=mode)
             latencies.append(time.perf_counter() - t0)
             ranked: list[str] = []
             for hit in result.hits:

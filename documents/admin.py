@@ -1,6 +1,11 @@
 from django.contrib import admin
 
-from documents.models import Collection, CollectionMembership, Document, DocumentMembership
+from documents.models import (
+    Collection,
+    CollectionMembership,
+    Document,
+    DocumentMembership,
+)
 
 
 class CollectionMembershipInline(admin.TabularInline):

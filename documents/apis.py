@@ -12,7 +12,11 @@ from documents import selectors, services
 from documents.models import Collection, Document
 from permissions.apis import validated as _validated
 from permissions.models import Access, Role
-from permissions.policy import can_manage_collections, can_write_collection, can_write_document
+from permissions.policy import (
+    can_manage_collections,
+    can_write_collection,
+    can_write_document,
+)
 
 
 class DocumentOutput(serializers.Serializer):

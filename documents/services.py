@@ -4,7 +4,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from documents.models import Collection, CollectionMembership, Document, DocumentMembership
+from documents.models import (
+    Collection,
+    CollectionMembership,
+    Document,
+    DocumentMembership,
+)
 from documents.signals import document_deleted, document_saved
 from permissions.models import Access, Group, Role, User
 

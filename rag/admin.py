@@ -9,23 +9,21 @@ from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
 from permissions.admin import TeamAdmin
 from permissions.models import Team
-from rag import indexing, tasks
-from rag.cleanup import cleanup_embeddings
-from rag.models import DocumentEmbedding, Feedback, IndexJob, IndexState, IndexStatus, QueryLog
-
-BATCH = 32
+from rag.indexing.cleanup import cleanup_embeddings
+from rag.indexing.state import job_create, mark_pending
+from rag.models import Chunk, Feedback, IndexJob, IndexState, IndexStatus, QueryLog
+from rag.tasks import enqueue_reindex
 
 
 def queue_reindex(request, documents, description: str) -> None:
-    ids = [str(pk) for pk in documents.filter(deleted_at__isnull=True).values_list("pk", flat=True)]
+    ids = list(documents.filter(deleted_at__isnull=True).values_list("pk", flat=True))
     if not ids:
         messages.info(request, "No documents to reindex.")
         return
     model_id = settings.RAG_EMBEDDING_MODEL
-    indexing.mark_pending(document_ids=ids, model_id=model_id)
-    job = indexing.job_create(description=description, total=len(ids), model_id=model_id, by=request.user)
-    for start in range(0, len(ids), BATCH):
-        tasks.index_batch_task.delay(ids[start : start + BATCH], str(job.pk), True)
+    mark_pending(document_ids=ids, model_id=model_id)
+    job = job_create(description=description, total=len(ids), model_id=model_id, by=request.user)
+    enqueue_reindex(ids, job=job)
     messages.success(request, f"Queued {len(ids)} document(s) for reindexing; follow job {job.pk} under Index jobs.")
 
 
@@ -133,8 +131,8 @@ class IndexJobAdmin(admin.ModelAdmin):
         return f"{obj.done + obj.failed} / {obj.total}"
 
 
-@admin.register(DocumentEmbedding)
-class DocumentEmbeddingAdmin(admin.ModelAdmin):
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
     list_display = ["document", "chunk_index", "model_id", "document_version", "start_offset", "end_offset"]
     list_filter = ["model_id"]
     search_fields = ["document__title"]

@@ -12,11 +12,11 @@ from documents.models import Document
 from permissions.models import Team
 
 
-class DocumentEmbedding(models.Model):
-    """One chunk of one document version, embedded by one model."""
+class Chunk(models.Model):
+    """One chunk of one document version, embedded by one model: what search ranks and answers cite."""
 
     id = models.BigAutoField(primary_key=True)
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="embeddings", db_index=False)
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks", db_index=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
     chunk_index = models.PositiveIntegerField()
     chunk_text = models.TextField()
@@ -24,7 +24,7 @@ class DocumentEmbedding(models.Model):
     content_hash = models.CharField(max_length=64)
     model_id = models.CharField(max_length=200)
     # No fixed dimension: several models may coexist; each gets its own partial HNSW index
-    # over `embedding::vector(dim)` (see rag.vector_index).
+    # over `embedding::vector(dim)` (see rag.retrieval.vector_index).
     embedding = VectorField()
     start_offset = models.PositiveIntegerField()
     end_offset = models.PositiveIntegerField()
@@ -35,6 +35,7 @@ class DocumentEmbedding(models.Model):
 
     class Meta:
         db_table = "document_embeddings"
+        db_table_comment = "Chunks: one row per chunk of one document version and one embedding model."
         constraints = [
             models.UniqueConstraint(fields=["document", "chunk_index", "model_id"], name="unique_chunk_per_model"),
         ]
@@ -47,14 +48,14 @@ class DocumentEmbedding(models.Model):
 class KeywordPosting(models.Model):
     """One lexeme of one chunk's search_vector: the inverted index keyword search reads.
 
-    Written by rag.keyword.refresh_search_vectors with the chunk's keyword columns and deleted
+    Written by rag.indexing.keyword_postings.refresh_search_vectors with the chunk's keyword columns and deleted
     with the chunk. Keyword search reads only the postings of the query's lexemes, through one
     index that carries everything BM25 needs (an index-only scan); document and version are
     copied from the chunk so the visible documents filter them without reading chunks.
     """
 
     pk = models.CompositePrimaryKey("chunk_id", "lexeme")
-    chunk = models.ForeignKey(DocumentEmbedding, on_delete=models.CASCADE, related_name="+", db_index=False)
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
     lexeme = models.TextField()
     document_id = models.UUIDField()
     document_version = models.PositiveIntegerField()

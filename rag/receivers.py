@@ -1,12 +1,15 @@
 """Signal receivers: they only enqueue, after the transaction commits."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_migrate
 from django.dispatch import receiver
 
 from documents.signals import document_deleted, document_saved
 from rag import tasks
+from rag.indexing.keyword_postings import refresh_title
+from rag.retrieval.vector_index import ensure_vector_index
 
 
 @receiver(document_saved)
@@ -14,8 +17,6 @@ def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None
     if content_changed:
         transaction.on_commit(lambda: tasks.enqueue_index(document_id))
     else:
-        from rag.keyword import refresh_title
-
         transaction.on_commit(lambda: refresh_title(document_id))
 
 
@@ -26,10 +27,5 @@ def queue_removal(sender, document_id, **kwargs) -> None:
 
 @receiver(post_migrate)
 def create_vector_index(sender, using="default", **kwargs) -> None:
-    if sender.name != "rag":
-        return
-    from django.conf import settings
-
-    from rag.vector_index import ensure_vector_index
-
-    ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)
+    if sender.name == "rag":
+        ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)

@@ -1,43 +1,67 @@
-"""Celery tasks: take ids, call one service. Idempotent, so a redelivered task is harmless."""
+"""Celery tasks and the functions that enqueue them. Tasks take ids and call one service.
+
+Idempotent, so a redelivered task is harmless.
+"""
 from __future__ import annotations
 
-import logging
+import uuid
+from collections.abc import Sequence
 
 from celery import shared_task
 from django.conf import settings
 
-from rag import indexing
+from rag.indexing.pipeline import index_documents, remove_document_chunks
+from rag.indexing.reconcile import ReconcileReport, reconcile
+from rag.indexing.state import job_record, request_index
+from rag.models import IndexJob
 
-logger = logging.getLogger(__name__)
+# Documents per queued indexing task: enough for full embedding batches, few enough that a
+# redelivered task repeats little.
+REINDEX_BATCH = 32
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def index_document_task(document_id: str, force: bool = False) -> dict:
-    result = indexing.index_documents(document_ids=[document_id], force=force)
+    result = index_documents(document_ids=[document_id], force=force)
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def index_batch_task(document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
-    result = indexing.index_documents(document_ids=document_ids, force=force)
+    result = index_documents(document_ids=document_ids, force=force)
     if job_id:
-        indexing.job_record(job_id=job_id, done=len(document_ids) - len(result.failed), failed=len(result.failed))
+        job_record(job_id=job_id, done=len(document_ids) - len(result.failed), failed=len(result.failed))
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def remove_document_task(document_id: str) -> None:
-    indexing.remove_document_chunks(document_ids=[document_id])
+    remove_document_chunks(document_ids=[document_id])
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile_index_task() -> dict:
-    from rag.reconcile import reconcile
+    report = reconcile()
+    repair_index(report)
+    return report.counts()
 
-    return reconcile(fix=True).as_dict()
 
-
-def enqueue_index(document_id, *, force: bool = False) -> None:
+def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
     """Queue indexing of one document unless a queued task will already pick up its latest version."""
-    if indexing.request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
+    if request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
         index_document_task.delay(str(document_id), force)
+
+
+def enqueue_reindex(document_ids: Sequence[uuid.UUID | str], *, job: IndexJob | None = None, force: bool = True) -> int:
+    """Queue these documents for (re)indexing in batches; each batch records its progress on `job`."""
+    ids = [str(pk) for pk in document_ids]
+    for start in range(0, len(ids), REINDEX_BATCH):
+        index_batch_task.delay(ids[start : start + REINDEX_BATCH], str(job.pk) if job else None, force)
+    return len(ids)
+
+
+def repair_index(report: ReconcileReport) -> int:
+    """Carry out what reconciliation found: drop deleted documents' chunks, queue the rest; how many were queued."""
+    if report.to_remove:
+        remove_document_chunks(document_ids=report.to_remove)
+    return enqueue_reindex(report.to_reindex)

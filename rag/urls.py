@@ -1,11 +1,11 @@
 from django.urls import path
 
-from rag import answer_apis, apis
+from rag.api import answer, search
 
 urlpatterns = [
-    path("rag.search", apis.RagSearchApi.as_view()),
-    path("rag.status", apis.RagStatusApi.as_view()),
-    path("rag.embed", apis.RagEmbedApi.as_view()),
-    path("rag.answer", answer_apis.RagAnswerApi.as_view()),
-    path("rag.feedback", answer_apis.RagFeedbackApi.as_view()),
+    path("rag.search", search.RagSearchApi.as_view()),
+    path("rag.status", search.RagStatusApi.as_view()),
+    path("rag.embed", search.RagEmbedApi.as_view()),
+    path("rag.answer", answer.RagAnswerApi.as_view()),
+    path("rag.feedback", answer.RagFeedbackApi.as_view()),
 ]

@@ -8,7 +8,12 @@ from rest_framework.test import APIClient
 from documents.models import Collection
 from permissions.models import Access, Role, TokenScope, User
 from permissions.services import api_token_create
-from tests.factories import CollectionFactory, CollectionMembershipFactory, TeamFactory, UserFactory
+from tests.factories import (
+    CollectionFactory,
+    CollectionMembershipFactory,
+    TeamFactory,
+    UserFactory,
+)
 
 
 @dataclass
@@ -60,7 +65,7 @@ def fake_providers(settings):
     """Every test runs on the deterministic fake embedding provider unless it says otherwise."""
     from django.core.cache import cache
 
-    from rag.providers import reset_provider_cache
+    from rag.providers.embeddings import reset_provider_cache
 
     settings.RAG_EMBEDDING_PROVIDER = "fake"
     settings.RAG_EMBEDDING_MODEL = "fake-embedding"

@@ -3,7 +3,12 @@ from __future__ import annotations
 import factory
 from django.utils import timezone
 
-from documents.models import Collection, CollectionMembership, Document, DocumentMembership
+from documents.models import (
+    Collection,
+    CollectionMembership,
+    Document,
+    DocumentMembership,
+)
 from permissions.models import Access, Group, GroupMembership, Role, Team, User
 
 

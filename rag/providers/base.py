@@ -1,10 +1,13 @@
-"""The interface every embedding provider implements, plus the batching shared by remote ones."""
+"""The small interfaces every provider implements: embeddings, answer generation, reranking."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from rag.providers import retry
-from rag.providers.errors import DimensionMismatchError, PermanentEmbeddingError
+from rag.providers.errors import DimensionMismatchError, PermanentProviderError
+
+Message = dict[str, str]
 
 
 class EmbeddingProvider:
@@ -18,7 +21,7 @@ class EmbeddingProvider:
     max_input_tokens: int
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents/passages, one vector per text, in input order."""
+        """Embed documents/passages, one vector per text, in input order; raise ProviderError."""
         raise NotImplementedError
 
     def embed_query(self, text: str) -> list[float]:
@@ -45,15 +48,35 @@ class BatchedEmbeddingProvider(EmbeddingProvider):
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
-            result = retry.call_with_retries(lambda: self._embed_batch(batch), max_retries=self.max_retries)
+            result = retry.call_with_retries(
+                lambda: self._embed_batch(batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
+            )
             if len(result) != len(batch):
-                raise PermanentEmbeddingError(
-                    f"Model {self.model_id} returned {len(result)} vectors for {len(batch)} inputs"
-                )
+                raise PermanentProviderError(f"Model {self.model_id} returned {len(result)} vectors for {len(batch)} inputs")
             check_dimension(self.model_id, result, self.dimension)
             vectors.extend(result)
         return vectors
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        """One request for at most `batch_size` texts; raises Transient/PermanentEmbeddingError."""
+        """One request for at most `batch_size` texts; raises Transient/PermanentProviderError."""
         raise NotImplementedError
+
+
+class LLMClient(Protocol):
+    model: str
+
+    def stream(self, messages: list[Message], *, max_tokens: int) -> Iterator[str]:
+        """Yield the answer's text as it is generated; raise ProviderError."""
+        ...
+
+
+class Reranker(Protocol):
+    model: str
+
+    def rerank(self, query: str, documents: list[str], *, top_n: int) -> list[tuple[int, float]]:
+        """(index into `documents`, relevance) pairs, most relevant first; raise ProviderError."""
+        ...
+
+
+class ChatModel(LLMClient, Reranker, Protocol):
+    """A model that can both answer and rerank (every client here can)."""

@@ -1,33 +1,37 @@
-"""Embedding failures, split by whether trying again can help."""
+"""Provider failures, one family for embeddings, answers and reranking, split by whether trying again can help."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
 
-class EmbeddingError(Exception):
-    """Base class: `permanent` tells callers (retry loop, Celery tasks) whether to try again."""
+class ProviderError(Exception):
+    """A failed call to an embedding, LLM or rerank provider.
 
-    permanent: bool = False
+    `transient` tells the retry layer whether the same call may succeed later; `retry_after` is a
+    server's Retry-After in seconds, when it sent one.
+    """
 
-
-class TransientEmbeddingError(EmbeddingError):
-    """Rate limits, 5xx, timeouts, connection failures: the same request may succeed later."""
-
-    permanent = False
+    transient: bool = False
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
 
-class PermanentEmbeddingError(EmbeddingError):
-    """Bad credentials, unknown model, rejected input: retrying sends the same failure again."""
+class TransientProviderError(ProviderError):
+    """Rate limits, 5xx, timeouts, lost connections: the same request may succeed later."""
 
-    permanent = True
+    transient = True
 
 
-class DimensionMismatchError(PermanentEmbeddingError):
+class PermanentProviderError(ProviderError):
+    """Bad credentials, unknown model, rejected input, an unreadable answer: retrying sends the same failure again."""
+
+    transient = False
+
+
+class DimensionMismatchError(PermanentProviderError):
     def __init__(self, model_id: str, returned: int, configured: int) -> None:
         super().__init__(
             f"Model {model_id} returned {returned}-dimensional vectors but RAG_EMBEDDING_DIMENSION is "

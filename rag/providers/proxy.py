@@ -4,7 +4,11 @@ from __future__ import annotations
 import httpx
 
 from rag.providers.base import BatchedEmbeddingProvider
-from rag.providers.errors import PermanentEmbeddingError, TransientEmbeddingError, parse_retry_after
+from rag.providers.errors import (
+    PermanentProviderError,
+    TransientProviderError,
+    parse_retry_after,
+)
 
 
 class LiteLLMProxyProvider(BatchedEmbeddingProvider):
@@ -18,20 +22,20 @@ class LiteLLMProxyProvider(BatchedEmbeddingProvider):
         try:
             response = self.client.post("/embeddings", json={"model": self.model_id, "input": batch})
         except httpx.TimeoutException as exc:
-            raise TransientEmbeddingError(f"Embedding request timed out: {exc}") from exc
+            raise TransientProviderError(f"Embedding request timed out: {exc}") from exc
         except httpx.TransportError as exc:
-            raise TransientEmbeddingError(f"Embedding server unreachable: {exc}") from exc
+            raise TransientProviderError(f"Embedding server unreachable: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
-            raise TransientEmbeddingError(
+            raise TransientProviderError(
                 f"Embedding server answered {response.status_code}", retry_after=parse_retry_after(response.headers.get("Retry-After"))
             )
         if response.status_code >= 400:
-            raise PermanentEmbeddingError(f"Embedding server refused the request ({response.status_code}): {_message(response)}")
+            raise PermanentProviderError(f"Embedding server refused the request ({response.status_code}): {_message(response)}")
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             return [item["embedding"] for item in data]
         except (ValueError, KeyError, TypeError) as exc:
-            raise PermanentEmbeddingError(f"Embedding server sent an unreadable response: {exc}") from exc
+            raise PermanentProviderError(f"Embedding server sent an unreadable response: {exc}") from exc
 
 
 def _message(response: httpx.Response) -> str:

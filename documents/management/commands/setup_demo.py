@@ -36,7 +36,7 @@ class Command(BaseCommand):
             acme = Team.objects.filter(name="Acme").first() or team_create(name="Acme")
             globex = Team.objects.filter(name="Globex").first() or team_create(name="Globex")
             alice = self._user(acme, "alice", is_team_admin=True)
-            bob = self._user(acme, "bob")
+            self._user(acme, "bob")
             charlie = self._user(globex, "charlie", is_team_admin=True)
             collections = {
                 ("Acme", "Handbook"): self._collection(alice, "Handbook", Access.READ),

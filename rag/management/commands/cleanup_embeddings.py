@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from rag.cleanup import cleanup_embeddings
+from rag.indexing.cleanup import cleanup_embeddings
 
 
 class Command(BaseCommand):

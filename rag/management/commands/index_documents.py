@@ -8,11 +8,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
 from documents.models import Document
-from rag import indexing, tasks
+from rag.indexing.pipeline import IndexResult, index_documents
+from rag.indexing.state import job_create, job_record
 from rag.models import IndexJob, JobState
-from rag.providers import reset_provider_cache
-
-BATCH = 32
+from rag.providers.embeddings import reset_provider_cache
+from rag.tasks import REINDEX_BATCH, enqueue_reindex
 
 
 class Command(BaseCommand):
@@ -53,14 +53,12 @@ class Command(BaseCommand):
 
     def _run(self, ids: list[str], *, force: bool, queue: bool) -> None:
         model_id = settings.RAG_EMBEDDING_MODEL
-        job = indexing.job_create(description=f"index_documents ({len(ids)} documents)", total=len(ids), model_id=model_id)
+        job = job_create(description=f"index_documents ({len(ids)} documents)", total=len(ids), model_id=model_id)
         started = time.monotonic()
-        batches = [ids[i : i + BATCH] for i in range(0, len(ids), BATCH)]
-        result = indexing.IndexResult()
+        result = IndexResult()
         if queue:
-            for batch in batches:
-                tasks.index_batch_task.delay(batch, str(job.pk), force)
-            self.stdout.write(f"Queued {len(ids)} documents in {len(batches)} batches (job {job.pk}).")
+            enqueue_reindex(ids, job=job, force=force)
+            self.stdout.write(f"Queued {len(ids)} documents (job {job.pk}).")
             while True:
                 job.refresh_from_db()
                 self._progress(job.done + job.failed, job.total, job.failed, started)
@@ -68,10 +66,11 @@ class Command(BaseCommand):
                     break
                 time.sleep(1)
         else:
-            for batch in batches:
-                batch_result = indexing.index_documents(document_ids=batch, force=force)
+            for start in range(0, len(ids), REINDEX_BATCH):
+                batch = ids[start : start + REINDEX_BATCH]
+                batch_result = index_documents(document_ids=batch, force=force)
                 result.merge(batch_result)
-                indexing.job_record(job_id=job.pk, done=len(batch) - len(batch_result.failed), failed=len(batch_result.failed))
+                job_record(job_id=job.pk, done=len(batch) - len(batch_result.failed), failed=len(batch_result.failed))
                 job.refresh_from_db()
                 self._progress(job.done + job.failed, job.total, job.failed, started)
         sys.stderr.write("\n")

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
 from permissions.models import User
-from rag import search as search_service
+from rag.retrieval.search import MODES, search
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("query")
-        parser.add_argument("--mode", choices=search_service.MODES, default="hybrid")
+        parser.add_argument("--mode", choices=MODES, default="hybrid")
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--threshold", type=float, default=None, help="Minimum cosine similarity (vector and hybrid)")
         parser.add_argument("--collection", help="Collection id to search in")
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--collection is not a valid id: {collection!r}") from exc
         try:
-            result = search_service.search(
+            result = search(
                 user=user, query=query.strip(), limit=limit, threshold=threshold, mode=mode, collection_id=collection
             )
         except ApplicationError as exc:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from rag.reconcile import reconcile
+from rag.indexing.reconcile import reconcile
+from rag.tasks import repair_index
 
 
 class Command(BaseCommand):
@@ -12,13 +13,14 @@ class Command(BaseCommand):
         parser.add_argument("--fix", action="store_true")
 
     def handle(self, *args, fix: bool, **options):
-        report = reconcile(fix=fix)
-        counts = report.as_dict()
+        report = reconcile()
+        counts = report.counts()
         self.stdout.write(
             f"Model {report.model_id}: {counts['missing']} missing, {counts['stale']} stale, "
             f"{counts['failed']} failed, {counts['orphaned']} with orphaned chunks"
         )
         if fix:
-            self.stdout.write(f"Queued {report.queued} document(s) for indexing.")
+            queued = repair_index(report)
+            self.stdout.write(f"Removed the chunks of {len(report.to_remove)} deleted document(s); queued {queued} document(s) for indexing.")
         elif any(counts[k] for k in ("missing", "stale", "failed", "orphaned")):
             self.stdout.write("Run with --fix to repair.")

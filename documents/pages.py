@@ -1,0 +1,44 @@
+"""The document page, with a cited passage highlighted when the link carries its offsets."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from config.csp import with_csp
+from config.errors import NotFound
+from documents.selectors import document_get
+
+
+@dataclass
+class Highlight:
+    before: str
+    passage: str
+    after: str
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) <= 9 else None
+
+
+@require_GET
+@with_csp
+@login_required
+def document_page(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
+    try:
+        document = document_get(user=request.user, document_id=document_id, include_archived=True)
+    except NotFound as exc:
+        raise Http404("Document not found.") from exc
+    version, start, end = (_int_param(request, name) for name in ("v", "start", "end"))
+    highlight, stale = None, False
+    if version is not None and version != document.version:
+        stale = True  # the offsets point into another version of the text: highlighting them would mislead
+    elif start is not None and end is not None and start < end <= len(document.text):
+        text = document.text
+        highlight = Highlight(before=text[:start], passage=text[start:end], after=text[end:])
+    return render(request, "documents/document.html", {"document": document, "highlight": highlight, "stale": stale, "cited_version": version})

@@ -1,0 +1,1 @@
+"""Answering: passages, prompt, generation or extraction, citations and rendering."""

@@ -1,0 +1,158 @@
+"""The passages an answer may use: retrieved through search, optionally reranked, weighed as evidence.
+
+Passages come only from `rag.retrieval.search.search()`, which ranks inside
+`Document.objects.visible_to(user)`; the prompt, the citations and the extractive fallback are
+built from these passages and nothing else. The server numbers them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+
+from permissions.models import User
+from rag.models import Confidence
+from rag.providers.errors import ProviderError
+from rag.providers.llm import get_reranker
+from rag.providers.retry import INTERACTIVE, call_with_retries
+from rag.retrieval.hits import Hit
+from rag.retrieval.query import embed_query, vector_literal
+from rag.retrieval.search import search
+
+logger = logging.getLogger("rag.answers")
+
+# With a reranker, search returns this many candidates for it to reorder.
+RERANK_CANDIDATES = 30
+
+
+@dataclass
+class Passage:
+    n: int
+    chunk_id: int
+    document_id: uuid.UUID
+    title: str
+    url: str
+    version: int
+    chunk_index: int
+    start: int
+    end: int
+    score: float
+    similarity: float
+    text: str
+
+    def citation(self) -> dict:
+        return {
+            "n": self.n,
+            "document": {"id": str(self.document_id), "title": self.title, "url": self.url},
+            "version": self.version,
+            "chunkIndex": self.chunk_index,
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 6),
+            "context": self.text,
+        }
+
+
+@dataclass
+class Retrieval:
+    query: str
+    passages: list[Passage]
+    confidence: str
+    started: float
+    latency: dict[str, float] = field(default_factory=dict)
+
+
+def ms_since(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
+def evidence_confidence(similarities: list[float], *, min_score: float) -> str:
+    """How well the passages support an answer, from their cosine similarity to the question.
+
+    Nothing at or above `min_score` is insufficient. Above it, confidence grows with how far the best
+    passage clears the threshold (as a share of the room left above it) and with a second supporting passage.
+    """
+    supporting = sorted((s for s in similarities if s >= min_score), reverse=True)
+    if not supporting:
+        return Confidence.INSUFFICIENT
+    strength = (supporting[0] - min_score) / max(1e-9, 1.0 - min_score)
+    if strength >= 0.4 and len(supporting) >= 2:
+        return Confidence.HIGH
+    if strength >= 0.15:
+        return Confidence.MEDIUM
+    return Confidence.LOW
+
+
+def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID]) -> dict[int, float]:
+    """Cosine similarity of each chunk to the query (hybrid scores are ranks, not evidence).
+
+    `visible_document_ids` are the documents search() just loaded through `visible_to`; restricting
+    to them keeps this query inside the policy without compiling the policy's SQL a fourth time.
+    """
+    if not chunk_ids:
+        return {}
+    literal = vector_literal(embed_query(query))  # cached by search() moments ago
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND document_id = ANY(%s)",
+            [literal, chunk_ids, visible_document_ids],
+        )
+        return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
+
+
+def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
+    reranker = get_reranker()
+    if reranker is None or len(hits) < 2:
+        return hits
+    try:
+        ranked = call_with_retries(
+            lambda: reranker.rerank(query, [h.text for h in hits], top_n=len(hits)),
+            max_retries=settings.RAG_LLM_MAX_RETRIES, what=f"Rerank with {reranker.model}", backoff=INTERACTIVE,
+        )
+    except ProviderError as exc:
+        logger.warning("Rerank with %s failed, keeping the hybrid order: %s", reranker.model, exc)
+        return hits
+    order: dict[int, Hit] = {}
+    for index, relevance in ranked:
+        if hits[index].chunk_id not in order:
+            order[hits[index].chunk_id] = hits[index]
+            scores[hits[index].chunk_id] = relevance
+    # A reranker that returns fewer items than asked for (or repeats one) must not lose candidates.
+    return [*order.values(), *(h for h in hits if h.chunk_id not in order)]
+
+
+def retrieve(*, user: User, query: str, limit: int = 5, collection_id=None, document_id=None,
+             started: float | None = None) -> Retrieval:
+    """The passages an answer may use, numbered from 1, and how strongly they support one."""
+    started = time.perf_counter() if started is None else started
+    latency: dict[str, float] = {}
+    lap = time.perf_counter()
+    depth = max(limit, RERANK_CANDIDATES) if settings.RAG_RERANK_MODEL else limit
+    result = search(user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id)
+    hits = [h for h in result.hits if h.document_id in result.documents]
+    latency["retrievalMs"] = ms_since(lap)
+    scores = {h.chunk_id: h.score for h in hits}
+    if settings.RAG_RERANK_MODEL:
+        lap = time.perf_counter()
+        hits = rerank(query, hits, scores)
+        latency["rerankMs"] = ms_since(lap)
+    hits = hits[:limit]
+    lap = time.perf_counter()
+    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents))
+    passages = []
+    for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
+        document = result.documents[hit.document_id]
+        passages.append(Passage(
+            n=n, chunk_id=hit.chunk_id, document_id=document.pk, title=document.title, url=document.url,
+            version=hit.version, chunk_index=hit.chunk_index, start=hit.start, end=hit.end,
+            score=scores[hit.chunk_id], similarity=similarity[hit.chunk_id], text=hit.text,
+        ))
+    confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
+    latency["evidenceMs"] = ms_since(lap)
+    return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency)
+
+

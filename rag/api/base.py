@@ -1,0 +1,61 @@
+"""What every rag.* endpoint shares: the switch, the throttle, strict input fields and `invalid_query` errors."""
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from config.errors import InvalidQuery, RagDisabled
+from config.exceptions import _first_message
+from permissions.apis import validated
+
+
+class RagApi(APIView):
+    http_method_names = ["post", "options"]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "rag"
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if not settings.RAG_ENABLED:
+            raise RagDisabled("RAG is disabled on this server (RAG_ENABLED=false).")
+
+
+def rag_input(serializer_class, request) -> dict:
+    """Validate; any bad input to rag.* is `invalid_query` (400)."""
+    try:
+        return validated(serializer_class, request)
+    except serializers.ValidationError as exc:
+        raise InvalidQuery(_first_message(exc.detail)) from exc
+
+
+class QueryField(serializers.CharField):
+    def __init__(self, **kwargs):
+        super().__init__(trim_whitespace=True, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string.")
+        value = super().to_internal_value(data)
+        if len(value) < 3:
+            raise serializers.ValidationError("must be at least 3 characters.")
+        if len(value) > settings.RAG_MAX_QUERY_LENGTH:
+            raise serializers.ValidationError(f"must be at most {settings.RAG_MAX_QUERY_LENGTH} characters.")
+        if "\x00" in value:
+            raise serializers.ValidationError("must not contain NUL characters.")
+        return value
+
+
+class StrictFloat(serializers.FloatField):
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise serializers.ValidationError("must be a number.")
+        return super().to_internal_value(data)
+
+
+class StrictInt(serializers.IntegerField):
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("must be an integer.")
+        return super().to_internal_value(data)

@@ -1,0 +1,44 @@
+"""Server-Sent Events: encoding, and errors once a stream has started, in the API's error shape."""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+
+from rest_framework.renderers import BaseRenderer
+
+from config.errors import ApplicationError
+
+logger = logging.getLogger("rag.answers")
+
+EVENT_STREAM = "text/event-stream"
+
+
+def sse_event(event: str, data: dict) -> bytes:
+    """One Server-Sent Event; JSON keeps the data on a single line."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+
+
+def sse_stream(events: Iterable[tuple[str, dict]]) -> Iterator[bytes]:
+    """Encode events; a failure once the stream has started becomes an `error` event, in the API's error shape."""
+    try:
+        for event, data in events:
+            yield sse_event(event, data)
+    except ApplicationError as exc:
+        yield sse_event("error", {"error": exc.code, "message": exc.message, **exc.extra})
+    except Exception:
+        logger.exception("rag.answer stream failed")
+        yield sse_event("error", {"error": "server_error", "message": "The answer could not be completed."})
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets clients that accept only `text/event-stream` get errors (and non-streamed answers) as events."""
+
+    media_type = EVENT_STREAM
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if isinstance(data, dict) and "error" in data:
+            return sse_event("error", data)
+        return sse_event("done", data.get("data", data) if isinstance(data, dict) else {"data": data})

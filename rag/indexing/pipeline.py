@@ -1,0 +1,177 @@
+"""Indexing services: chunk, embed what is new, swap a document's chunks in one transaction."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from documents.models import Document
+from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
+from rag.indexing.keyword_postings import refresh_search_vectors
+from rag.indexing.state import set_state
+from rag.models import Chunk, IndexState, IndexStatus
+from rag.providers.base import EmbeddingProvider
+from rag.providers.embeddings import get_embedding_provider
+from rag.providers.errors import ProviderError
+from rag.retrieval.vector_index import ensure_vector_index
+
+logger = logging.getLogger(__name__)
+
+# Room kept in every chunk for its heading context (see `embedding_input`).
+HEADING_CONTEXT_TOKENS = 32
+# Word pieces the tokenizer adds around each input ([CLS] and [SEP] for MiniLM).
+SPECIAL_TOKENS = 2
+
+
+@dataclass
+class IndexResult:
+    indexed: list[uuid.UUID] = field(default_factory=list)
+    skipped: list[uuid.UUID] = field(default_factory=list)
+    failed: dict[uuid.UUID, str] = field(default_factory=dict)
+    chunks: int = 0
+    embedded: int = 0
+
+    def merge(self, other: IndexResult) -> None:
+        self.indexed += other.indexed
+        self.skipped += other.skipped
+        self.failed.update(other.failed)
+        self.chunks += other.chunks
+        self.embedded += other.embedded
+
+
+def embedding_input(chunk: TextChunk) -> str:
+    """What the model reads: headings above the chunk (not already in it), then the chunk."""
+    context = [h for h in chunk.heading_path if h not in chunk.text]
+    if not context:
+        return chunk.text
+    return " > ".join(context)[: HEADING_CONTEXT_TOKENS * 4] + "\n" + chunk.text
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chunk_document(document: Document, provider: EmbeddingProvider) -> list[TextChunk]:
+    max_tokens = provider.max_input_tokens - SPECIAL_TOKENS - HEADING_CONTEXT_TOKENS
+    return chunk_markdown(
+        document.text,
+        counter=minilm_token_counter(),
+        chunk_size=settings.RAG_CHUNK_SIZE,
+        overlap=settings.RAG_CHUNK_OVERLAP,
+        max_tokens=max_tokens,
+    )
+
+
+def index_documents(*, document_ids: list, force: bool = False, provider: EmbeddingProvider | None = None) -> IndexResult:
+    """Bring each document's chunks for the current model to its current version.
+
+    Documents are embedded together, so the model sees full batches; each document's
+    chunks are then swapped in its own transaction, guarded by its version.
+    """
+    provider = provider or get_embedding_provider()
+    model_id = provider.model_id
+    document_ids = list(dict.fromkeys(uuid.UUID(str(pk)) for pk in document_ids))
+    ensure_vector_index(model_id, provider.dimension)
+    result = IndexResult()
+
+    documents = {d.pk: d for d in Document.objects.filter(pk__in=document_ids)}
+    gone = [pk for pk in document_ids if pk not in documents or documents[pk].deleted_at is not None]
+    if gone:
+        remove_document_chunks(document_ids=gone)
+    live = [documents[pk] for pk in document_ids if pk not in set(gone)]
+
+    statuses = {s.document_id: s for s in IndexStatus.objects.filter(document__in=live, model_id=model_id)}
+    IndexStatus.objects.bulk_create(
+        [IndexStatus(document=d, model_id=model_id) for d in live if d.pk not in statuses], ignore_conflicts=True
+    )
+    todo = []
+    for document in live:
+        status = statuses.get(document.pk)
+        if not force and status and status.indexed_version == document.version:
+            result.skipped.append(document.pk)
+        else:
+            todo.append(document)
+    if result.skipped:
+        # Chunks of the current version are in place (a publish or a repeated request).
+        set_state(result.skipped, model_id, IndexState.INDEXED)
+    if not todo:
+        return result
+
+    set_state([d.pk for d in todo], model_id, IndexState.CHUNKING, attempts=F("attempts") + 1)
+    planned: list[tuple[Document, list[TextChunk], list[str], list[str]]] = []
+    for document in todo:
+        chunks = chunk_document(document, provider)
+        inputs = [embedding_input(c) for c in chunks]
+        planned.append((document, chunks, inputs, [content_hash(t) for t in inputs]))
+
+    # Reuse any vector this model already computed for the same input, here or elsewhere.
+    wanted = {h for _, _, _, hashes in planned for h in hashes}
+    known = dict(
+        Chunk.objects.filter(model_id=model_id, content_hash__in=wanted)
+        .order_by()
+        .distinct("content_hash")
+        .values_list("content_hash", "embedding")
+    )
+    missing: dict[str, str] = {}
+    for _, _, inputs, hashes in planned:
+        for text, h in zip(inputs, hashes):
+            if h not in known:
+                missing.setdefault(h, text)
+
+    set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
+    try:
+        vectors = provider.embed(list(missing.values())) if missing else []
+    except ProviderError as exc:
+        set_state([d.pk for d in todo], model_id, IndexState.FAILED, error=str(exc)[:2000])
+        result.failed.update({d.pk: str(exc) for d in todo})
+        # The provider already retried transient errors (the one retry layer); what is left
+        # is recorded on each document and picked up again by reconciliation.
+        logger.warning("embedding failed for %d document(s): %s", len(todo), exc)
+        return result
+    known.update(zip(missing.keys(), vectors))
+    result.embedded += len(missing)
+
+    for document, chunks, _, hashes in planned:
+        if swap_chunks(document, chunks, hashes, known, model_id):
+            result.indexed.append(document.pk)
+            result.chunks += len(chunks)
+        else:
+            result.skipped.append(document.pk)
+    return result
+
+
+@transaction.atomic
+def swap_chunks(document: Document, chunks: list[TextChunk], hashes: list[str], vectors: dict, model_id: str) -> bool:
+    """Replace the document's chunks for `model_id`; False if it changed since it was read."""
+    # The row lock orders concurrent swaps of one document; the version check drops a stale one
+    # (the edit that bumped the version has queued its own task).
+    current = Document.objects.select_for_update().filter(pk=document.pk).values("version", "deleted_at").first()
+    if current is None or current["deleted_at"] is not None or current["version"] != document.version:
+        return False
+    Chunk.objects.filter(document_id=document.pk, model_id=model_id).delete()
+    Chunk.objects.bulk_create(
+        [
+            Chunk(
+                document_id=document.pk, team_id=document.team_id, chunk_index=c.index, chunk_text=c.text,
+                document_version=document.version, content_hash=h, model_id=model_id, embedding=vectors[h],
+                start_offset=c.start, end_offset=c.end,
+                metadata={"heading_path": c.heading_path, "has_code": c.has_code, "has_table": c.has_table, "token_count": c.token_count},
+            )
+            for c, h in zip(chunks, hashes)
+        ]
+    )
+    set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
+    refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
+    return True
+
+
+@transaction.atomic
+def remove_document_chunks(*, document_ids: list) -> None:
+    """Delete every model's chunks and statuses of these documents."""
+    Chunk.objects.filter(document_id__in=document_ids).delete()
+    IndexStatus.objects.filter(document_id__in=document_ids).delete()

@@ -1,0 +1,68 @@
+"""Find missing, stale, failed and orphaned chunks for a model, and say what would repair them.
+
+It only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db.models import Count, F, OuterRef, Q, Subquery
+
+from documents.models import Document
+from rag.models import Chunk, IndexState, IndexStatus
+
+
+@dataclass
+class ReconcileReport:
+    model_id: str
+    missing: list[uuid.UUID] = field(default_factory=list)
+    stale: list[uuid.UUID] = field(default_factory=list)
+    failed: list[uuid.UUID] = field(default_factory=list)
+    orphaned: list[uuid.UUID] = field(default_factory=list)
+    # The repair: deleted documents whose chunks go, and documents to index again.
+    to_remove: list[uuid.UUID] = field(default_factory=list)
+    to_reindex: list[uuid.UUID] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name)) for name in ("missing", "stale", "failed", "orphaned")}
+
+
+def reconcile(*, model_id: str | None = None) -> ReconcileReport:
+    model_id = model_id or settings.RAG_EMBEDDING_MODEL
+    report = ReconcileReport(model_id=model_id)
+    live = Document.objects.filter(deleted_at__isnull=True)
+    indexed_version = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=model_id, state=IndexState.INDEXED)
+    chunk_count = (
+        Chunk.objects.filter(document=OuterRef("pk"), model_id=model_id)
+        .order_by().values("document").annotate(n=Count("id")).values("n")
+    )
+    rows = live.annotate(
+        indexed_version=Subquery(indexed_version.values("indexed_version")[:1]),
+        expected_chunks=Subquery(indexed_version.values("chunk_count")[:1]),
+        chunk_rows=Subquery(chunk_count),
+    ).values_list("pk", "version", "indexed_version", "expected_chunks", "chunk_rows")
+    for pk, version, done_version, expected, actual in rows:
+        if done_version is None:
+            report.missing.append(pk)
+        elif done_version != version or (expected or 0) != (actual or 0):
+            report.stale.append(pk)
+    report.failed = list(
+        IndexStatus.objects.filter(model_id=model_id, state=IndexState.FAILED, document__deleted_at__isnull=True)
+        .values_list("document_id", flat=True)
+    )
+    failed = set(report.failed)
+    report.missing = [pk for pk in report.missing if pk not in failed]
+    # Chunks of another version than the document's, or of a deleted document.
+    report.orphaned = list(
+        Chunk.objects.filter(model_id=model_id)
+        .filter(Q(document__deleted_at__isnull=False) | ~Q(document_version=F("document__version")))
+        .values_list("document_id", flat=True).distinct()
+    )
+    report.to_remove = list(Document.objects.filter(pk__in=report.orphaned, deleted_at__isnull=False).values_list("pk", flat=True))
+    removed = set(report.to_remove)
+    report.to_reindex = list(dict.fromkeys(
+        report.missing + report.stale + report.failed + [pk for pk in report.orphaned if pk not in removed]
+    ))
+    return report

@@ -1,0 +1,27 @@
+"""The /rag page: ask a question, watch the cited answer stream in."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from config.csp import with_csp
+from documents.selectors import collection_list
+
+EXAMPLE_QUESTIONS = [
+    "How many vacation days do I get?",
+    "How do I roll back a deployment?",
+    "What should I do if I lose my laptop?",
+    "When are the core hours for remote work?",
+]
+
+
+@require_GET
+@with_csp
+@login_required
+def ask_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "rag/ask.html", {
+        "examples": EXAMPLE_QUESTIONS,
+        "collections": collection_list(user=request.user).only("id", "name"),
+    })

@@ -1,0 +1,107 @@
+"""Any provider LiteLLM supports (OpenAI, Anthropic, Bedrock, Cohere, Ollama, a LiteLLM proxy) through the litellm library.
+
+Embeddings, answer generation and reranking. LiteLLM's and the OpenAI SDK's own retries are
+switched off: rag.providers.retry is the one retry layer, and `provider_error` below is the one
+place a LiteLLM exception is classified as transient or permanent.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from types import ModuleType
+
+from rag.providers.base import BatchedEmbeddingProvider, Message
+from rag.providers.errors import (
+    PermanentProviderError,
+    ProviderError,
+    TransientProviderError,
+    parse_retry_after,
+)
+
+
+def import_litellm() -> ModuleType:
+    """Import lazily: litellm takes seconds to import and fetches a cost map unless told not to."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm turns max_retries=0 into its default of 2 SDK retries (`max_retries or DEFAULT`);
+    # this default, read once at import, is the only switch that leaves our layer the only one.
+    os.environ.setdefault("DEFAULT_MAX_RETRIES", "0")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def provider_error(litellm: ModuleType, exc: Exception) -> ProviderError:
+    """A LiteLLM (or network) exception as a transient or permanent ProviderError, with its Retry-After."""
+    if isinstance(exc, ProviderError):
+        return exc
+    transient = (
+        litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
+        litellm.InternalServerError, litellm.ServiceUnavailableError, TimeoutError, ConnectionError,
+    )
+    message = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, transient):
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        return TransientProviderError(message, retry_after=parse_retry_after(headers.get("retry-after")))
+    return PermanentProviderError(message)
+
+
+class LiteLLMEmbeddingProvider(BatchedEmbeddingProvider):
+    def __init__(self, *, api_base: str, api_key: str, timeout: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.api_base = api_base or None
+        self.api_key = api_key or None
+        self.timeout = timeout
+
+    def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        litellm = import_litellm()
+        try:
+            response = litellm.embedding(
+                model=self.model_id, input=batch, api_base=self.api_base, api_key=self.api_key,
+                timeout=self.timeout, num_retries=0,
+            )
+        except Exception as exc:  # the network edge: every failure becomes a ProviderError
+            raise provider_error(litellm, exc) from exc
+        data = sorted(response.data, key=lambda item: item["index"])
+        return [item["embedding"] for item in data]
+
+
+class LiteLLMClient:
+    """Answer generation (streamed) and reranking with one model."""
+
+    def __init__(self, *, model: str, api_base: str, api_key: str, timeout: float) -> None:
+        self.model = model
+        self.api_base = api_base or None
+        self.api_key = api_key or None
+        self.timeout = timeout
+
+    def _call_kwargs(self) -> dict:
+        return {
+            "model": self.model, "api_base": self.api_base, "api_key": self.api_key,
+            "timeout": self.timeout, "num_retries": 0, "max_retries": 0,
+        }
+
+    def stream(self, messages: list[Message], *, max_tokens: int) -> Iterator[str]:
+        litellm = import_litellm()
+        try:
+            response = litellm.completion(messages=messages, stream=True, max_tokens=max_tokens, temperature=0.1, **self._call_kwargs())
+            for chunk in response:
+                choices = getattr(chunk, "choices", None) or []
+                text = getattr(choices[0].delta, "content", None) if choices else None
+                if text:
+                    yield text
+        except Exception as exc:
+            raise provider_error(litellm, exc) from exc
+
+    def rerank(self, query: str, documents: list[str], *, top_n: int) -> list[tuple[int, float]]:
+        litellm = import_litellm()
+        try:
+            response = litellm.rerank(query=query, documents=documents, top_n=top_n, return_documents=False, **self._call_kwargs())
+        except Exception as exc:
+            raise provider_error(litellm, exc) from exc
+        ranked = []
+        for item in response.results or []:
+            index = item["index"]
+            if isinstance(index, int) and 0 <= index < len(documents):
+                ranked.append((index, float(item.get("relevance_score") or 0.0)))
+        return sorted(ranked, key=lambda pair: -pair[1])

@@ -1,0 +1,1 @@
+"""Retrieval: permission-filtered vector, keyword and hybrid ranking of chunks."""

@@ -1,0 +1,114 @@
+"""Permission-filtered search: vector, keyword (BM25) and hybrid (weighted RRF) — orchestration only.
+
+The access policy is compiled once (visibility.SearchScope) and sits inside every ranking query,
+so ranking starts from the viewer's visible documents and a page is full whenever enough
+visible matches exist.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+from django.conf import settings
+
+from config.errors import NoEmbeddings
+from documents.models import Document
+from documents.selectors import collection_get, document_get
+from permissions.models import User
+from rag.models import Chunk
+from rag.retrieval.concurrency import can_overlap, run_in_background
+from rag.retrieval.fusion import max_rrf_score, reciprocal_rank_fusion
+from rag.retrieval.hits import Hit, SearchResult
+from rag.retrieval.keyword import keyword_ranking
+from rag.retrieval.query import embed_query
+from rag.retrieval.stats import scope_index_stats
+from rag.retrieval.vector import vector_ranking
+from rag.retrieval.visibility import search_scope
+
+MODES = ("vector", "keyword", "hybrid")
+# Hybrid fuses this many candidates from each ranking (or more for large limits).
+HYBRID_CANDIDATES = 50
+
+
+class _Laps:
+    """Milliseconds per stage, for the search log and the answer's latency split."""
+
+    def __init__(self) -> None:
+        self.latency: dict[str, float] = {}
+        self._started = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.latency[name] = round((now - self._started) * 1000, 2)
+        self._started = now
+
+
+def search(*, user: User, query: str, limit: int = 10, threshold: float | None = None, mode: str = "hybrid",
+           collection_id: uuid.UUID | None = None, document_id: uuid.UUID | None = None,
+           weights: tuple[float, float] | None = None) -> SearchResult:
+    """Rank the chunks of the user's visible documents for `query`."""
+    if collection_id is not None:
+        collection_get(user=user, collection_id=collection_id)
+    if document_id is not None:
+        document_get(user=user, document_id=document_id, include_archived=False)
+    threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
+    weights = weights or settings.RAG_HYBRID_WEIGHTS
+    model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
+    if not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
+        raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
+    lap = _Laps()
+    # The policy compiled once, and the scope's size counted once, for every ranking below.
+    scope = search_scope(user=user, collection_id=collection_id, document_id=document_id)
+    stats = scope_index_stats(scope, model_id=model_id)
+    lap("scope_ms")
+
+    depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
+    vector_hits: list[Hit] = []
+    keyword_hits: list[Hit] = []
+    keyword_args = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
+    keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
+    if mode in ("vector", "hybrid"):
+        vector = embed_query(query)
+        lap("embed_ms")
+        vector_hits = vector_ranking(scope=scope, vector=vector, model_id=model_id, dimension=dimension, limit=depth,
+                                     threshold=threshold, scope_chunks=stats.chunks)
+        lap("vector_ms")
+    if keyword_future is not None:
+        keyword_hits, lap.latency["keyword_ms"] = keyword_future.result()
+        lap("keyword_wait_ms")
+    elif mode in ("keyword", "hybrid"):
+        keyword_hits = keyword_ranking(**keyword_args)
+        lap("keyword_ms")
+
+    if mode == "vector":
+        hits = vector_hits
+    elif mode == "keyword":
+        hits = keyword_hits
+    else:
+        fused = reciprocal_rank_fusion([[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]], weights=weights)
+        scale = max_rrf_score(weights) or 1.0
+        hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused[:limit]]
+        lap("fuse_ms")
+    hits = hits[:limit]
+    documents = _load(hits, user)
+    lap("load_ms")
+    return SearchResult(hits=hits, documents=documents, latency=lap.latency)
+
+
+def _load(hits: list[Hit], user: User) -> dict[uuid.UUID, Document]:
+    """Fill chunk text and offsets, and load the (visible) documents, in two queries."""
+    rows = {
+        r["id"]: r
+        for r in Chunk.objects.filter(pk__in=[h.chunk_id for h in hits]).values(
+            "id", "document_id", "chunk_index", "chunk_text", "start_offset", "end_offset", "document_version"
+        )
+    }
+    for hit in hits:
+        row = rows[hit.chunk_id]
+        hit.document_id, hit.chunk_index, hit.text = row["document_id"], row["chunk_index"], row["chunk_text"]
+        hit.start, hit.end, hit.version = row["start_offset"], row["end_offset"], row["document_version"]
+    # Through visible_to again: the documents were visible when ranked, and still must be now.
+    documents = Document.objects.visible_to(user).filter(pk__in={h.document_id for h in hits}).only(
+        "id", "title", "collection_id", "updated_at", "version"
+    )
+    return {d.pk: d for d in documents}

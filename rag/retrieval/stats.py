@@ -1,0 +1,44 @@
+"""How many chunks a search scope holds, and their total keyword length (cached briefly)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.cache import cache
+from django.db import connection
+
+from rag.retrieval.visibility import SearchScope
+
+STATS_CACHE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """The scope's chunks of one model: how many, and their total keyword length."""
+
+    chunks: int
+    keyword_length: int
+
+
+def scope_index_stats(scope: SearchScope, *, model_id: str) -> IndexStats:
+    """Counted from the narrow per-document status rows (written with the chunks, in one transaction).
+
+    These numbers only steer ranking (exact scan or HNSW; BM25's N and average length); the
+    ranking queries themselves filter by visibility. So they are cached for a short while per
+    viewer and scope: a stale figure can cost a little speed or score precision, never access.
+    """
+    key = f"rag:stats:{model_id}:{scope.cache_key}"
+    cached = cache.get(key)
+    if cached is not None:
+        return IndexStats(*cached)
+    visible, params = scope.sql, scope.params
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0), coalesce(sum(s.keyword_length), 0) "
+            "FROM document_index_status s JOIN v ON v.id = s.document_id AND v.version = s.indexed_version "
+            "WHERE s.model_id = %s AND s.document_id = ANY(ARRAY(SELECT id FROM v))",
+            [*params, model_id],
+        )
+        chunks, keyword_length = cursor.fetchone()
+    stats = IndexStats(int(chunks), int(keyword_length))
+    cache.set(key, (stats.chunks, stats.keyword_length), STATS_CACHE_SECONDS)
+    return stats

@@ -1,0 +1,49 @@
+"""The one place search compiles the access policy to SQL: once per request, shared by every ranking.
+
+`Document.objects.visible_to(user)` is the policy; `search_scope` turns it (narrowed to a
+collection or a document when asked) into a subquery of (id, version) rows that each ranking
+query joins its chunks with, inside its WHERE clause, before anything is ranked or counted.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
+
+from documents.models import Document
+from permissions.models import User
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What one search may read: the viewer's visible documents, optionally narrowed, as SQL."""
+
+    user: User
+    collection_id: uuid.UUID | None
+    document_id: uuid.UUID | None
+    sql: str
+    params: tuple
+
+    @cached_property
+    def named(self) -> tuple[str, dict]:
+        """The same SQL with named parameters (`%(v0)s`, ...), for queries written with named ones."""
+        # Protect literal %% while numbering the positional placeholders in order.
+        sql = self.sql.replace("%%", "\x00")
+        for i in range(len(self.params)):
+            sql = sql.replace("%s", f"%(v{i})s", 1)
+        return sql.replace("\x00", "%%"), {f"v{i}": value for i, value in enumerate(self.params)}
+
+    @property
+    def cache_key(self) -> str:
+        return f"{self.user.pk}:{self.collection_id}:{self.document_id}"
+
+
+def search_scope(*, user: User, collection_id: uuid.UUID | None = None, document_id: uuid.UUID | None = None) -> SearchScope:
+    """Compile the policy for `user` (narrowed to a collection or a document) to SQL selecting (id, version)."""
+    qs = Document.objects.visible_to(user)
+    if collection_id is not None:
+        qs = qs.filter(collection_id=collection_id)
+    if document_id is not None:
+        qs = qs.filter(pk=document_id)
+    sql, params = qs.order_by().values("id", "version").query.sql_with_params()
+    return SearchScope(user=user, collection_id=collection_id, document_id=document_id, sql=sql, params=tuple(params))

@@ -1,0 +1,154 @@
+"""A real Redis broker and a real Celery worker process, indexing what the API writes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from config.celery import app
+from documents.models import Document
+from rag.models import Chunk, IndexState, IndexStatus
+from tests.servers import database_env
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[3]
+BROKER = os.environ.get("CAIRN_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+
+
+class Worker:
+    def __init__(self, extra_env: dict[str, str]) -> None:
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            **database_env(),
+            "CELERY_BROKER_URL": BROKER,
+            "RAG_EMBEDDING_PROVIDER": "fake",
+            "RAG_EMBEDDING_MODEL": "fake-embedding",
+            "RAG_EMBEDDING_DIMENSION": "384",
+            **extra_env,
+        }
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=" + os.environ.get("CAIRN_WORKER_LOGLEVEL", "warning"), "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=self.env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(os.environ.get("CAIRN_WORKER_LOG", os.devnull), "ab"),
+        )
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+def use_broker(url: str, *, eager: bool) -> None:
+    """Point the app at `url`, dropping pooled connections made for the previous broker."""
+    app.conf.update(broker_url=url, task_always_eager=eager)
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def broker(settings):
+    client = redis.Redis.from_url(BROKER)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.fail(f"these tests need Redis at {BROKER} (see README: make test)")
+    client.flushdb()
+    settings.CELERY_BROKER_URL = BROKER
+    previous = (app.conf.broker_url, app.conf.task_always_eager)
+    use_broker(BROKER, eager=False)
+    yield client
+    use_broker(previous[0], eager=previous[1])
+    client.flushdb()
+
+
+@pytest.fixture
+def worker_factory(broker):
+    workers: list[Worker] = []
+
+    def make(**extra_env: str) -> Worker:
+        worker = Worker(extra_env)
+        workers.append(worker)
+        return worker
+
+    yield make
+    for worker in workers:
+        worker.kill()
+
+
+def wait_until(predicate, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    pytest.fail(message)
+
+
+def fully_indexed(documents) -> bool:
+    for document in Document.objects.filter(pk__in=[d.pk for d in documents]):
+        status = IndexStatus.objects.filter(document=document, model_id="fake-embedding").first()
+        if status is None or status.state != IndexState.INDEXED or status.indexed_version != document.version:
+            return False
+    return True
+
+
+def assert_exactly_current_chunks(documents) -> None:
+    for document in Document.objects.filter(pk__in=[d.pk for d in documents]):
+        rows = list(Chunk.objects.filter(document=document).values_list("chunk_index", "document_version"))
+        assert rows, f"{document.title} has no chunks"
+        assert {v for _, v in rows} == {document.version}, f"{document.title} has chunks of another version"
+        indexes = sorted(i for i, _ in rows)
+        assert indexes == list(range(len(indexes))), f"{document.title} has duplicate or missing chunk indexes"
+
+
+def test_the_worker_leaves_exactly_the_current_versions_chunks(cast, api_for, worker_factory):
+    worker = worker_factory()
+    worker.start()
+    alice = api_for(cast.alice)
+    ids = []
+    for i in range(4):
+        response = alice.post("documents.create", {"title": f"Doc {i}", "text": f"# Doc {i}\n\nFirst draft about topic {i}.", "collectionId": str(cast.handbook.id), "publish": True})
+        ids.append(response.json()["data"]["id"])
+    for round_ in range(3):  # rapid edits
+        for doc_id in ids:
+            alice.post("documents.update", {"id": doc_id, "text": f"# Revised\n\nRevision {round_} of {doc_id}.\n\n" + "More words here. " * 30 * (round_ + 1)})
+    documents = list(Document.objects.filter(pk__in=ids))
+    wait_until(lambda: fully_indexed(documents), 60, "the worker did not index every document at its current version")
+    assert_exactly_current_chunks(documents)
+    assert all(d.version == 4 for d in Document.objects.filter(pk__in=ids))
+    assert all("Revision 2" in c for c in Chunk.objects.filter(document_id__in=ids, chunk_index=0).values_list("chunk_text", flat=True))
+
+
+def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(cast, worker_factory, broker):
+    from rag import tasks
+
+    documents = [
+        Document.objects.create(team=cast.alice.team, collection=cast.handbook, title=f"Batch {i}", created_by=cast.alice,
+                                text=f"# Batch {i}\n\n" + f"Paragraph {i} about things. " * 60, published_at=cast.handbook.created_at)
+        for i in range(12)
+    ]
+    # Slow embedding and a short visibility timeout, so the kill lands mid-batch and the
+    # unacknowledged task is redelivered quickly.
+    slow = {"RAG_FAKE_EMBED_DELAY": "0.5", "CELERY_TASK_TIME_LIMIT": "6", "CELERY_TASK_SOFT_TIME_LIMIT": "5"}
+    first = worker_factory(**slow)
+    first.start()
+    for start in range(0, 12, 4):
+        tasks.index_batch_task.delay([str(d.pk) for d in documents[start : start + 4]])
+    wait_until(lambda: IndexStatus.objects.filter(state=IndexState.EMBEDDING).exists(), 30, "indexing never started")
+    first.kill()
+    assert not fully_indexed(documents), "the kill came too late to test anything"
+    second = worker_factory(**slow)
+    second.start()
+    wait_until(lambda: fully_indexed(documents), 90, "documents were lost after the worker was killed")
+    assert_exactly_current_chunks(documents)
+    assert Chunk.objects.filter(document__deleted_at__isnull=False).count() == 0

@@ -1,0 +1,71 @@
+"""Keyword search's BM25 scores against a reference computed in Python over only the viewer's chunks."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection
+
+from rag.indexing.pipeline import index_documents
+from rag.models import Chunk
+from rag.retrieval.keyword import K1, TEXT_SEARCH_CONFIG, B, keyword_ranking
+from rag.retrieval.stats import scope_index_stats
+from rag.retrieval.visibility import search_scope
+from tests.factories import DocumentFactory
+
+MODEL = "fake-embedding"
+
+
+def reference_bm25(user, query: str) -> dict[int, float]:
+    """BM25 (k1, b as shipped) over the user's visible current chunks, computed in Python."""
+    from documents.models import Document
+
+    visible = dict(Document.objects.visible_to(user).values_list("id", "version"))
+    chunks = [c for c in Chunk.objects.filter(model_id=MODEL, document_id__in=visible) if c.document_version == visible[c.document_id]]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))", [TEXT_SEARCH_CONFIG, query])
+        terms = [r[0] for r in cursor.fetchall()]
+        tf: dict[int, dict[str, int]] = {}
+        for chunk in chunks:
+            cursor.execute("SELECT lexeme, cardinality(positions) FROM unnest(%s::tsvector)", [chunk.search_vector])
+            tf[chunk.pk] = dict(cursor.fetchall())
+    n = len(chunks)
+    avgdl = max(sum(c.doc_length for c in chunks) / n, 1.0)
+    lengths = {c.pk: c.doc_length for c in chunks}
+    df = {t: sum(t in tf[c] for c in tf) for t in terms}
+    scores: dict[int, float] = {}
+    for chunk_id, freqs in tf.items():
+        matched = [t for t in terms if t in freqs]
+        if matched:
+            scores[chunk_id] = sum(
+                math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * freqs[t] * (K1 + 1)
+                / (freqs[t] + K1 * (1 - B + B * lengths[chunk_id] / avgdl))
+                for t in matched
+            )
+    return scores
+
+
+@pytest.mark.parametrize("viewer", ["alice", "bob"])
+def test_bm25_scores_match_a_reference_over_only_the_viewers_chunks(cast, viewer):
+    texts = {
+        "handbook": "Owls hunt mice at night. Barn owls nest in old barns.",
+        "handbook2": "Mice eat grain in the barn. Cats chase mice.",
+        "handbook3": "Volcanoes erupt lava; lava cools into basalt.",
+        # Only alice sees these: they must change bob's document frequencies not at all.
+        "private": "Owls owls owls. Secret owls hunt secret mice in the private barn.",
+        "private2": "Owls and more owls, mice and more mice.",
+    }
+    docs = [
+        DocumentFactory(collection=cast.private if key.startswith("private") else cast.handbook, created_by=cast.alice, title=key, text=text)
+        for key, text in texts.items()
+    ]
+    index_documents(document_ids=[d.pk for d in docs])
+    user = getattr(cast, viewer)
+    query = "owls hunting mice in barns"
+    expected = reference_bm25(user, query)
+    scope = search_scope(user=user)
+    got = keyword_ranking(scope=scope, query=query, model_id=MODEL, limit=50, stats=scope_index_stats(scope, model_id=MODEL))
+    assert {h.chunk_id for h in got} == set(expected)
+    for hit in got:
+        assert hit.score == pytest.approx(expected[hit.chunk_id], rel=1e-9)
+    assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)

@@ -1,0 +1,167 @@
+"""The /rag page in headless Chromium against gunicorn: sign in, ask, watch the answer stream, follow a citation.
+
+Also: a document holding a <script> and remote images (markdown and HTML) is shown as text everywhere,
+and the browser neither runs nor fetches anything from it. CAIRN_UPDATE_SCREENSHOT=1 saves the answered
+page as docs/rag-page.png (the README's screenshot).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from documents.management.commands.setup_demo import DEMO_DIR
+from rag.indexing.pipeline import index_documents
+from tests.factories import DocumentFactory
+from tests.servers import GunicornServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PASSWORD = "correct horse battery"
+
+
+class Pixel(BaseHTTPRequestHandler):
+    """A would-be tracker: counts every request that reaches it."""
+
+    hits: list[str] = []
+
+    def do_GET(self):
+        Pixel.hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/gif")
+        self.end_headers()
+        self.wfile.write(b"GIF89a")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def tracker():
+    Pixel.hits = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Pixel)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture
+def server(tmp_path):
+    # Bag-of-words fake embeddings score a short question against a whole page low; the threshold
+    # is lowered to match (the evidence gate itself is tested in tests/rag/test_answers.py).
+    server = GunicornServer(log_path=tmp_path / "gunicorn.log",
+                            extra_env={"RAG_FAKE_LLM_DELAY": "0.04", "RAG_ANSWER_MIN_SCORE": "0.05"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def library(cast, tracker):
+    for name in ("handbook-onboarding.md", "handbook-remote.md", "handbook-security.md"):
+        text = (DEMO_DIR / name).read_text()
+        DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=text.splitlines()[0].lstrip("# "), text=text)
+    hostile = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title='Pixel policy <img src="' + tracker + '/title.png">',
+        text=("# Pixel policy\n\nThe pixel policy forbids tracking images <script>window.__pwned = 1</script> such as "
+              f"![tracker]({tracker}/markdown.png) or <img src=\"{tracker}/html.png\" onerror=\"window.__pwned = 2\">.\n"),
+    )
+    from documents.models import Document
+
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    cast.bob.set_password(PASSWORD)
+    cast.bob.save()
+    return hostile
+
+
+def test_ask_on_the_rag_page_and_follow_a_citation_to_the_highlighted_passage(cast, library, server, tracker):
+    from playwright.sync_api import sync_playwright
+
+    csp_violations, requests, console, dialogs = [], [], [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.on("console", lambda message: console.append(message.text))
+        try:
+            ask_and_follow(page, server, tracker, csp_violations, requests, dialogs)
+        except Exception:
+            page.screenshot(path=str(server.log_path.with_name("failure.png")), full_page=True)
+            print(f"page {page.url}:\n{page.content()}\nconsole: {console}\nserver log:\n{server.log_path.read_text()[-4000:]}")
+            raise
+        finally:
+            browser.close()
+
+    assert not Pixel.hits and not [url for url in requests if url.startswith(tracker)], "a remote image was fetched"
+    assert not csp_violations, csp_violations
+    assert not dialogs, dialogs
+    from rag.models import Feedback
+
+    assert Feedback.objects.get().comment == "Exactly right"
+
+
+def ask_and_follow(page, server, tracker, csp_violations, requests, dialogs):
+    from playwright.sync_api import expect
+
+    page.on("console", lambda message: csp_violations.append(message.text) if "Content Security Policy" in message.text else None)
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    page.goto(f"{server.url}/rag")
+    assert "/login?next=/rag" in page.url
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/rag")
+    expect(page.locator("#empty")).to_be_visible()
+    expect(page.locator("button.example")).to_have_count(4)
+
+    page.locator("button.example", has_text="How many vacation days do I get?").click()
+    # Streaming: text shows up while the answer is still being written ...
+    page.wait_for_function("() => { const a = document.querySelector('#answer');"
+                           " return a.classList.contains('streaming') && a.textContent.length > 0; }")
+    # ... and the finished answer has its citation links and sources.
+    citation = page.locator("#answer a.cite").first
+    expect(citation).to_be_visible()
+    expect(page.locator("#answer")).to_contain_text("25 days of paid vacation")
+    expect(page.locator("#empty")).to_be_hidden()
+    sources = page.locator("#sources li")
+    expect(sources.first).to_contain_text("Onboarding")
+    expect(sources.first).to_contain_text("score")
+    expect(page.locator("#status")).to_contain_text("confidence")
+    expect(page.locator("#feedback")).to_be_visible()
+    screenshot = ROOT / "docs" / "rag-page.png" if os.environ.get("CAIRN_UPDATE_SCREENSHOT") else server.log_path.with_name("rag-page.png")
+    page.screenshot(path=str(screenshot), full_page=True)
+
+    page.locator("#feedback button.rate[data-rating='5']").click()
+    page.fill("#comment", "Exactly right")
+    page.click("#send-feedback")
+    expect(page.locator("#feedback-status")).to_have_text("Thanks for the feedback.")
+
+    citation.click()
+    page.wait_for_url("**/doc/**#passage")
+    passage = page.locator("mark#passage")
+    expect(passage).to_be_visible()
+    expect(passage).to_contain_text("25 days of paid vacation")
+    assert passage.evaluate("element => { const r = element.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }")
+
+    # A hostile document: shown as text on the page, in the sources and on its document page.
+    page.goto(f"{server.url}/rag")
+    page.fill("#query", "What does the pixel policy say about tracking images?")
+    page.keyboard.press("Enter")
+    expect(page.locator("#answer a.cite").first).to_be_visible()
+    expect(page.locator("#answer")).to_contain_text("<script>window.__pwned = 1</script>")
+    expect(page.locator("#answer")).to_contain_text(f"![tracker]({tracker}/markdown.png)")
+    expect(page.locator("#sources")).to_contain_text('Pixel policy <img src="')
+    assert page.locator("#answer script, #answer img, #sources img, #sources script").count() == 0
+    page.locator("#sources a", has_text="Pixel policy").click()
+    page.wait_for_url("**/doc/**")
+    expect(page.locator(".doc-text")).to_contain_text("<script>window.__pwned = 1</script>")
+    assert page.locator("main script, main img").count() == 0
+    assert page.evaluate("() => window.__pwned") is None
