@@ -1,6 +1,13 @@
 """The application's error family: each carries its API code and HTTP status, mapped once."""
 from __future__ import annotations
 
+from typing import Any
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The one error shape, `{"error": code, "message": ..., **extra}`, for responses and stream events alike."""
+    return {"error": code, "message": message, **extra}
+
 
 class ApplicationError(Exception):
     code = "invalid_request"
@@ -10,6 +17,9 @@ class ApplicationError(Exception):
         super().__init__(message)
         self.message = message
         self.extra = extra or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.code, self.message, **self.extra)
 
 
 class InvalidQuery(ApplicationError):

@@ -11,27 +11,32 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from config.errors import ApplicationError
+from config.errors import ApplicationError, error_body
 
 logger = logging.getLogger(__name__)
 
 
-def _first_message(detail) -> str:
+def first_message(detail) -> str:
+    """The first error of a DRF `detail` (a string, or lists and dicts of them), prefixed by its field."""
     if isinstance(detail, dict):
         field, value = next(iter(detail.items()))
-        inner = _first_message(value)
+        inner = first_message(value)
         return inner if field == "non_field_errors" else f"{field}: {inner}"
     if isinstance(detail, list) and detail:
-        return _first_message(detail[0])
+        return first_message(detail[0])
     return str(detail)
+
+
+# rag/apis.py still imports the old private name; it goes when rag adopts config.rpc.
+_first_message = first_message
 
 
 def api_exception_handler(exc, context):
     if isinstance(exc, ApplicationError):
-        return Response({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.status)
+        return Response(exc.body(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         return Response(
-            {"error": "request_too_large", "message": f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."},
+            error_body("request_too_large", f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, DjangoValidationError):
@@ -47,21 +52,21 @@ def api_exception_handler(exc, context):
         return None
 
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        code, message = "unauthorized", _first_message(exc.detail)
+        code, message = "unauthorized", first_message(exc.detail)
         response.status_code = status.HTTP_401_UNAUTHORIZED
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     elif isinstance(exc, exceptions.Throttled):
-        code, message = "rate_limited", _first_message(exc.detail)
+        code, message = "rate_limited", first_message(exc.detail)
     elif isinstance(exc, exceptions.PermissionDenied):
-        code, message = "forbidden", _first_message(exc.detail)
+        code, message = "forbidden", first_message(exc.detail)
     elif isinstance(exc, exceptions.NotFound):
         code, message = "not_found", "Not found."
     elif isinstance(exc, (exceptions.ValidationError, exceptions.ParseError, exceptions.UnsupportedMediaType)):
-        code, message = "validation_error", _first_message(exc.detail)
+        code, message = "validation_error", first_message(exc.detail)
         response.status_code = status.HTTP_400_BAD_REQUEST
     elif isinstance(exc, exceptions.MethodNotAllowed):
-        code, message = "method_not_allowed", _first_message(exc.detail)
+        code, message = "method_not_allowed", first_message(exc.detail)
     else:
-        code, message = "api_error", _first_message(exc.detail)
-    response.data = {"error": code, "message": message}
+        code, message = "api_error", first_message(exc.detail)
+    response.data = error_body(code, message)
     return response

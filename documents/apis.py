@@ -2,41 +2,35 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from config.errors import Forbidden
+from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
 from documents import selectors, services
 from documents.models import Collection, Document
-from permissions.apis import validated as _validated
-from permissions.models import Access, Role
-from permissions.policy import (
-    can_manage_collections,
-    can_write_collection,
-    can_write_document,
-)
+from permissions.models import Access, Role, User
+from permissions.policy import can_manage_collections, can_write_collection, can_write_document
 
 
 class DocumentOutput(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField()
-    text = serializers.CharField()
+    text = serializers.CharField(allow_blank=True)
     collectionId = serializers.UUIDField(source="collection_id")
     version = serializers.IntegerField()
     url = serializers.CharField()
-    createdBy = serializers.UUIDField(source="created_by_id")
+    createdBy = serializers.UUIDField(source="created_by_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
-    publishedAt = serializers.DateTimeField(source="published_at")
-    archivedAt = serializers.DateTimeField(source="archived_at")
+    publishedAt = serializers.DateTimeField(source="published_at", allow_null=True)
+    archivedAt = serializers.DateTimeField(source="archived_at", allow_null=True)
 
 
 class CollectionOutput(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
-    description = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
     defaultAccess = serializers.CharField(source="default_access")
     createdAt = serializers.DateTimeField(source="created_at")
 
@@ -59,23 +53,18 @@ class RoleMemberInput(MemberInput):
     role = serializers.ChoiceField(choices=Role.choices, default=Role.READ)
 
 
-def _paginated(queryset, output, data: dict) -> Response:
-    limit, offset = data["limit"], data["offset"]
-    page = list(queryset[offset : offset + limit])
-    return Response({"data": output(page, many=True).data, "pagination": {"limit": limit, "offset": offset, "total": queryset.count()}})
-
-
-def _writable_document(request, document_id) -> Document:
-    document = selectors.document_get(user=request.user, document_id=document_id)
-    if not can_write_document(request.user, document):
+def _writable_document(user: User, document_id) -> Document:
+    document = selectors.document_get(user=user, document_id=document_id)
+    if not can_write_document(user, document):
         raise Forbidden("You can read this document but not change it.")
     return document
 
 
-class RpcApi(APIView):
-    """Every RPC endpoint is a POST with a JSON object body."""
-
-    http_method_names = ["post", "options"]
+def _writable_collection(user: User, collection_id, *, refusal: str) -> Collection:
+    collection = selectors.collection_get(user=user, collection_id=collection_id)
+    if not can_write_collection(user, collection):
+        raise Forbidden(refusal)
+    return collection
 
 
 class DocumentCreateApi(RpcApi):
@@ -87,23 +76,25 @@ class DocumentCreateApi(RpcApi):
         collectionId = serializers.UUIDField()
         publish = serializers.BooleanField(default=False)
 
-    @extend_schema(request=Input, responses=inline_serializer("DocumentResponse", {"data": DocumentOutput()}))
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(self.Input, request)
-        collection = selectors.collection_get(user=request.user, collection_id=data["collectionId"])
-        if not can_write_collection(request.user, collection):
-            raise Forbidden("You can read this collection but not add documents to it.")
+        data = self.validated(request)
+        collection = _writable_collection(
+            request.user, data["collectionId"], refusal="You can read this collection but not add documents to it."
+        )
         document = services.document_create(
             by=request.user, collection=collection, title=data["title"], text=data["text"], publish=data["publish"]
         )
-        return Response({"data": DocumentOutput(document).data})
+        return respond(DocumentOutput, document)
 
 
 class DocumentInfoApi(RpcApi):
-    @extend_schema(request=IdInput, responses=inline_serializer("DocumentInfoResponse", {"data": DocumentOutput()}))
+    Input = IdInput
+
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(IdInput, request)
-        return Response({"data": DocumentOutput(selectors.document_get(user=request.user, document_id=data["id"])).data})
+        data = self.validated(request)
+        return respond(DocumentOutput, selectors.document_get(user=request.user, document_id=data["id"]))
 
 
 class DocumentListApi(RpcApi):
@@ -111,11 +102,11 @@ class DocumentListApi(RpcApi):
         collectionId = serializers.UUIDField(required=False)
         archived = serializers.BooleanField(default=False)
 
-    @extend_schema(request=Input, responses=inline_serializer("DocumentListResponse", {"data": DocumentOutput(many=True)}))
+    @extend_schema(responses=paginated_envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(self.Input, request)
-        qs = selectors.document_list(user=request.user, collection_id=data.get("collectionId"), archived=data["archived"])
-        return _paginated(qs, DocumentOutput, data)
+        data = self.validated(request)
+        documents = selectors.document_list(user=request.user, collection_id=data.get("collectionId"), archived=data["archived"])
+        return respond_page(DocumentOutput, documents, limit=data["limit"], offset=data["offset"])
 
 
 class DocumentUpdateApi(RpcApi):
@@ -126,28 +117,28 @@ class DocumentUpdateApi(RpcApi):
         text = serializers.CharField(allow_blank=True, required=False, max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False)
         publish = serializers.BooleanField(default=False)
 
-    @extend_schema(request=Input, responses=inline_serializer("DocumentUpdateResponse", {"data": DocumentOutput()}))
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(self.Input, request)
-        document = _writable_document(request, data["id"])
+        data = self.validated(request)
         document = services.document_update(
-            document=document, by=request.user, title=data.get("title"), text=data.get("text"), publish=data["publish"]
+            document=_writable_document(request.user, data["id"]), by=request.user,
+            title=data.get("title"), text=data.get("text"), publish=data["publish"],
         )
-        return Response({"data": DocumentOutput(document).data})
+        return respond(DocumentOutput, document)
 
 
 class DocumentLifecycleApi(RpcApi):
     """documents.delete / archive / unarchive / publish: an id in, the document out."""
 
     write_scope = True
+    Input = IdInput
     change = None
 
-    @extend_schema(request=IdInput, responses=inline_serializer("DocumentLifecycleResponse", {"data": DocumentOutput()}))
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(IdInput, request)
-        document = _writable_document(request, data["id"])
-        document = self.change(document=document, by=request.user)
-        return Response({"data": DocumentOutput(document).data})
+        data = self.validated(request)
+        document = self.change(document=_writable_document(request.user, data["id"]), by=request.user)
+        return respond(DocumentOutput, document)
 
 
 class DocumentDeleteApi(DocumentLifecycleApi):
@@ -168,80 +159,84 @@ class DocumentPublishApi(DocumentLifecycleApi):
 
 class DocumentAddUserApi(RpcApi):
     write_scope = True
+    Input = RoleMemberInput
 
-    @extend_schema(request=RoleMemberInput, responses=inline_serializer("DocumentAddUserResponse", {"data": DocumentOutput()}))
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(RoleMemberInput, request)
-        document = _writable_document(request, data["id"])
+        data = self.validated(request)
+        document = _writable_document(request.user, data["id"])
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.document_membership_set(document=document, user=member, role=data["role"])
-        return Response({"data": DocumentOutput(document).data})
+        return respond(DocumentOutput, document)
 
 
 class DocumentRemoveUserApi(RpcApi):
     write_scope = True
+    Input = MemberInput
 
-    @extend_schema(request=MemberInput, responses=inline_serializer("DocumentRemoveUserResponse", {"data": DocumentOutput()}))
+    @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
-        data = _validated(MemberInput, request)
-        document = _writable_document(request, data["id"])
+        data = self.validated(request)
+        document = _writable_document(request.user, data["id"])
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.document_membership_remove(document=document, user=member)
-        return Response({"data": DocumentOutput(document).data})
+        return respond(DocumentOutput, document)
 
 
 class CollectionCreateApi(RpcApi):
     write_scope = True
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     class Input(serializers.Serializer):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(allow_blank=True, default="", max_length=10_000)
         defaultAccess = serializers.ChoiceField(choices=Access.choices, default=Access.READ_WRITE)
 
-    @extend_schema(request=Input, responses=inline_serializer("CollectionResponse", {"data": CollectionOutput()}))
+    @extend_schema(responses=envelope(CollectionOutput))
     def post(self, request):
-        data = _validated(self.Input, request)
+        data = self.validated(request)
         if not can_manage_collections(request.user):
             raise Forbidden("Only team admins can create collections.")
         collection = services.collection_create(
             by=request.user, name=data["name"], description=data["description"], default_access=data["defaultAccess"]
         )
-        return Response({"data": CollectionOutput(collection).data})
+        return respond(CollectionOutput, collection)
 
 
 class CollectionListApi(RpcApi):
-    @extend_schema(request=PaginationInput, responses=inline_serializer("CollectionListResponse", {"data": CollectionOutput(many=True)}))
+    Input = PaginationInput
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
+
+    @extend_schema(responses=paginated_envelope(CollectionOutput))
     def post(self, request):
-        data = _validated(PaginationInput, request)
-        return _paginated(selectors.collection_list(user=request.user), CollectionOutput, data)
+        data = self.validated(request)
+        return respond_page(CollectionOutput, selectors.collection_list(user=request.user), limit=data["limit"], offset=data["offset"])
 
 
-def _managed_collection(request, collection_id) -> Collection:
-    collection = selectors.collection_get(user=request.user, collection_id=collection_id)
-    if not can_write_collection(request.user, collection):
-        raise Forbidden("You can read this collection but not manage its members.")
-    return collection
+MANAGE_MEMBERS_REFUSAL = "You can read this collection but not manage its members."
 
 
 class CollectionAddUserApi(RpcApi):
     write_scope = True
+    Input = RoleMemberInput
 
-    @extend_schema(request=RoleMemberInput, responses=inline_serializer("CollectionAddUserResponse", {"data": CollectionOutput()}))
+    @extend_schema(responses=envelope(CollectionOutput))
     def post(self, request):
-        data = _validated(RoleMemberInput, request)
-        collection = _managed_collection(request, data["id"])
+        data = self.validated(request)
+        collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.collection_membership_set(collection=collection, user=member, role=data["role"])
-        return Response({"data": CollectionOutput(collection).data})
+        return respond(CollectionOutput, collection)
 
 
 class CollectionRemoveUserApi(RpcApi):
     write_scope = True
+    Input = MemberInput
 
-    @extend_schema(request=MemberInput, responses=inline_serializer("CollectionRemoveUserResponse", {"data": CollectionOutput()}))
+    @extend_schema(responses=envelope(CollectionOutput))
     def post(self, request):
-        data = _validated(MemberInput, request)
-        collection = _managed_collection(request, data["id"])
+        data = self.validated(request)
+        collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.collection_membership_remove(collection=collection, user=member)
-        return Response({"data": CollectionOutput(collection).data})
+        return respond(CollectionOutput, collection)

@@ -1,72 +1,78 @@
 """API token endpoints: apiKeys.create (shown once), apiKeys.list, apiKeys.revoke."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from config.errors import NotFound
+from config.rpc import RpcApi, envelope, respond, validate_body
 from permissions.models import TokenScope
 from permissions.services import api_token_create, api_token_revoke
+
+# rag/apis.py still imports `validated` from here; the alias goes when rag adopts config.rpc.RpcApi.
+validated = validate_body
 
 
 class ApiTokenOutput(serializers.Serializer):
     id = serializers.UUIDField()
-    name = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
     prefix = serializers.CharField()
     scope = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
-    expiresAt = serializers.DateTimeField(source="expires_at")
-    revokedAt = serializers.DateTimeField(source="revoked_at")
-    lastUsedAt = serializers.DateTimeField(source="last_used_at")
+    expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
+    revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
+    lastUsedAt = serializers.DateTimeField(source="last_used_at", allow_null=True)
 
 
-def validated(serializer_class, request) -> dict:
-    if not isinstance(request.data, dict):
-        raise serializers.ValidationError("The request body must be a JSON object.")
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+class IssuedApiTokenOutput(ApiTokenOutput):
+    """A token just issued (an `IssuedToken`): the stored token's fields and its secret, shown this once."""
+
+    token = serializers.CharField(source="plaintext")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # The inherited fields read the stored token, `issued.token`; only the secret is the issue's own.
+        fields = super().get_fields()
+        for name, field in fields.items():
+            if name != "token":
+                field.source = f"token.{field.source or name}"
+        return fields
 
 
-class ApiTokenCreateApi(APIView):
-    http_method_names = ["post", "options"]
+class ApiTokenCreateApi(RpcApi):
     write_scope = True
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     class Input(serializers.Serializer):
         name = serializers.CharField(max_length=200, allow_blank=True, default="")
         scope = serializers.ChoiceField(choices=TokenScope.choices, default=TokenScope.READ)
         expiresAt = serializers.DateTimeField(required=False, allow_null=True)
 
-    @extend_schema(request=Input, responses=inline_serializer("ApiTokenCreateResponse", {"data": ApiTokenOutput()}))
+    @extend_schema(responses=envelope(IssuedApiTokenOutput))
     def post(self, request):
-        data = validated(self.Input, request)
+        data = self.validated(request)
         issued = api_token_create(user=request.user, scope=data["scope"], name=data["name"], expires_at=data.get("expiresAt"))
-        return Response({"data": {**ApiTokenOutput(issued.token).data, "token": issued.plaintext}})
+        return respond(IssuedApiTokenOutput, issued)
 
 
-class ApiTokenListApi(APIView):
-    http_method_names = ["post", "options"]
+class ApiTokenListApi(RpcApi):
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
-    @extend_schema(request=None, responses=inline_serializer("ApiTokenListResponse", {"data": ApiTokenOutput(many=True)}))
+    @extend_schema(responses=envelope(ApiTokenOutput, many=True))
     def post(self, request):
-        validated(serializers.Serializer, request)
-        tokens = request.user.api_tokens.order_by("-created_at")
-        return Response({"data": ApiTokenOutput(tokens, many=True).data})
+        self.validated(request)
+        return respond(ApiTokenOutput, request.user.api_tokens.order_by("-created_at"), many=True)
 
 
-class ApiTokenRevokeApi(APIView):
-    http_method_names = ["post", "options"]
+class ApiTokenRevokeApi(RpcApi):
     write_scope = True
 
     class Input(serializers.Serializer):
         id = serializers.UUIDField()
 
-    @extend_schema(request=Input, responses=inline_serializer("ApiTokenRevokeResponse", {"data": ApiTokenOutput()}))
+    @extend_schema(responses=envelope(ApiTokenOutput))
     def post(self, request):
-        data = validated(self.Input, request)
+        data = self.validated(request)
         token = request.user.api_tokens.filter(pk=data["id"]).first()
         if token is None:
             raise NotFound("API token not found.")
-        return Response({"data": ApiTokenOutput(api_token_revoke(token=token)).data})
+        return respond(ApiTokenOutput, api_token_revoke(token=token))

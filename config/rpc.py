@@ -1,0 +1,150 @@
+"""The RPC API base every endpoint shares: `POST /api/<resource>.<verb>`, a JSON object in, `{"data": ...}` out.
+
+A view subclasses `RpcApi`, declares a nested `Input` serializer, reads its body with
+`self.validated(request)`, makes one service or selector call and answers with
+`respond(Output, instance)` or `respond_page(Output, queryset, limit=..., offset=...)`.
+Its schema is one line, `@extend_schema(responses=envelope(Output))`: the envelope
+serializer that documents the response is the one that renders it.
+"""
+from __future__ import annotations
+
+from functools import cache
+from http import HTTPStatus
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import ApplicationError, ValidationFailed
+from config.exceptions import first_message
+
+SerializerClass = type[serializers.Serializer]
+
+
+@extend_schema_serializer(component_name="Error")
+class ErrorOutput(serializers.Serializer):
+    """Every error response: a stable code and a message for people (built by `config.errors.error_body`)."""
+
+    error = serializers.CharField()
+    message = serializers.CharField()
+
+
+@extend_schema_serializer(component_name="Pagination")
+class PaginationOutput(serializers.Serializer):
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="How many items match, over all pages.")
+
+
+def _response_name(output: SerializerClass, kind: str) -> str:
+    return f"{output.__name__.removesuffix('Output')}{kind}Response"
+
+
+@cache
+def _envelope(output: SerializerClass, many: bool) -> SerializerClass:
+    # Cached so each output has one envelope class, and so one schema component.
+    fields = {"__module__": __name__, "data": output(many=many)}
+    return type(_response_name(output, "List" if many else ""), (serializers.Serializer,), fields)
+
+
+def envelope(output: SerializerClass, *, many: bool = False) -> SerializerClass:
+    """The serializer of `{"data": output}` (a list of them with `many`), named `<Entity>[List]Response`."""
+    return _envelope(output, many)
+
+
+@cache
+def paginated_envelope(output: SerializerClass) -> SerializerClass:
+    """The serializer of `{"data": [output], "pagination": {"limit", "offset", "total"}}`, named `<Entity>PageResponse`."""
+    fields = {"__module__": __name__, "data": output(many=True), "pagination": PaginationOutput()}
+    return type(_response_name(output, "Page"), (serializers.Serializer,), fields)
+
+
+def respond(output: SerializerClass, instance: Any, *, many: bool = False) -> Response:
+    """`{"data": ...}`: `instance` (an iterable of them with `many`) rendered by `output`."""
+    return Response(envelope(output, many=many)({"data": instance}).data)
+
+
+def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, offset: int) -> Response:
+    """One page of `queryset` in `data`; `pagination.total` counts every match, not the page."""
+    body = {"data": queryset[offset : offset + limit], "pagination": {"limit": limit, "offset": offset, "total": queryset.count()}}
+    return Response(paginated_envelope(output)(body).data)
+
+
+def validate_body(serializer_class: SerializerClass, request: Request) -> dict[str, Any]:
+    """The request body, which must be a JSON object, validated by `serializer_class`; raises DRF's errors."""
+    try:
+        body = request.data
+    except RecursionError as exc:
+        # json.loads recurses once per level of nesting, and DRF's parser lets the error out as a 500.
+        raise exceptions.ParseError("The request body is nested too deeply.") from exc
+    if not isinstance(body, dict):
+        raise serializers.ValidationError("The request body must be a JSON object.")
+    serializer = serializer_class(data=body)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "permissions.authentication.ApiTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token: `Authorization: Bearer cairn_...`."}
+
+
+class RpcSchema(AutoSchema):
+    """An RPC operation in the OpenAPI schema: named after its endpoint, its body read from the view's
+    `Input`, and the view's `error_statuses` answered by the shared `Error` component."""
+
+    def get_operation_id(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def get_tags(self) -> list[str]:
+        return [self.get_operation_id().split(".", 1)[0]]
+
+    def get_description(self) -> str:
+        # Only the view's own docstring: inherited, RpcApi's would describe every endpoint.
+        return (type(self.view).__doc__ or "").strip()
+
+    def get_request_serializer(self) -> SerializerClass | None:
+        return self.view.Input
+
+    def get_serializer_name(self, serializer, direction) -> str:
+        # Nested inputs are named after their view (DocumentCreateApi.Input -> DocumentCreateInput), not all "Input".
+        return "".join(part.removesuffix("Api") for part in type(serializer).__qualname__.split("."))
+
+    def get_operation(self, path, path_regex, path_prefix, method, registry):
+        operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+        if operation is not None:
+            error = {"application/json": {"schema": self.resolve_serializer(ErrorOutput, "response").ref}}
+            for status in self.view.error_statuses:
+                operation["responses"].setdefault(str(status), {"description": HTTPStatus(status).phrase, "content": error})
+        return operation
+
+
+class RpcApi(APIView):
+    """Base of every RPC endpoint; see the module docstring."""
+
+    http_method_names = ["post", "options"]
+    schema = RpcSchema()
+    # The body's fields; None takes no fields (the body must still be a JSON object).
+    Input: SerializerClass | None = None
+    # What a bad body raises: validation_error here, invalid_query for rag.*.
+    input_error: type[ApplicationError] = ValidationFailed
+    # Read by permissions.authentication.HasTokenScope: a token needs the write scope.
+    write_scope = False
+    # The error responses the schema declares, each with the `Error` body.
+    error_statuses: tuple[int, ...] = (400, 401, 403, 404, 429)
+
+    def validated(self, request: Request) -> dict[str, Any]:
+        """The body, validated by `Input`; a malformed or invalid body raises `input_error`."""
+        try:
+            return validate_body(self.Input or serializers.Serializer, request)
+        except (exceptions.ValidationError, exceptions.ParseError, exceptions.UnsupportedMediaType) as exc:
+            raise self.input_error(first_message(exc.detail)) from exc

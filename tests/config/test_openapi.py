@@ -1,0 +1,198 @@
+"""The OpenAPI schema describes what the API really returns: real responses validate against it.
+
+To cover more endpoints, add `Case`s to CASES (and the resource to COVERED_RESOURCES): a body
+built from the `World`, who calls, and the status expected; the test validates the response
+against the schema that the endpoint declares for that status.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import OpenApiJsonRenderer
+from jsonschema import Draft202012Validator, FormatChecker
+
+from documents.models import Document
+from permissions.models import ApiToken, TokenScope
+from permissions.services import api_token_create, api_token_revoke
+from tests.conftest import Cast
+from tests.factories import DocumentFactory
+
+COVERED_RESOURCES = {"documents", "collections", "apiKeys"}
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+# jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
+FORMATS = FormatChecker()
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def is_datetime(value: object) -> bool:
+    return not isinstance(value, str) or isinstance(datetime.fromisoformat(value), datetime)
+
+
+@cache
+def openapi() -> dict:
+    return json.loads(OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True)))
+
+
+def json_schema(schema: dict) -> dict:
+    """An OpenAPI 3.0 schema as JSON Schema: `nullable` becomes a null alternative, and an object
+    with declared properties allows no others, so an undeclared field in a response fails."""
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties":
+            converted[key] = {name: json_schema(field) for name, field in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            converted[key] = json_schema(value)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            converted[key] = [json_schema(option) for option in value]
+        elif key != "nullable":
+            converted[key] = value
+    if converted.get("type") == "object" and "properties" in converted:
+        converted.setdefault("additionalProperties", False)
+    return {"anyOf": [converted, {"type": "null"}]} if schema.get("nullable") else converted
+
+
+def operation(endpoint: str) -> dict:
+    return openapi()["paths"][f"/api/{endpoint}"]["post"]
+
+
+def response_validator(endpoint: str, status: int) -> Draft202012Validator:
+    """Validates a body against what `endpoint` declares for `status`, `$ref`s resolved in components."""
+    responses = operation(endpoint)["responses"]
+    assert str(status) in responses, f"{endpoint} does not declare a {status} response"
+    components = {name: json_schema(schema) for name, schema in openapi()["components"]["schemas"].items()}
+    schema = {**json_schema(responses[str(status)]["content"]["application/json"]["schema"]), "components": {"schemas": components}}
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=FORMATS)
+
+
+@dataclass
+class World:
+    """The cast, alice's published handbook document, one whose author is gone, and alice's spare and revoked tokens."""
+
+    cast: Cast
+    doc: Document
+    orphan: Document
+    token: ApiToken
+    revoked: ApiToken
+
+
+@pytest.fixture
+def world(cast) -> World:
+    return World(
+        cast=cast,
+        doc=DocumentFactory(collection=cast.handbook, created_by=cast.alice),
+        orphan=DocumentFactory(collection=cast.handbook, created_by=None),
+        token=api_token_create(user=cast.alice, name="spare").token,
+        revoked=api_token_revoke(token=api_token_create(user=cast.alice, expires_at=timezone.now() + timedelta(days=1)).token),
+    )
+
+
+def no_body(world: World) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class Case:
+    endpoint: str
+    body: Callable[[World], Any] = no_body
+    status: int = 200
+    caller: str | None = "alice"  # a member of the cast, or None for no token
+    scope: str = TokenScope.WRITE
+    note: str = ""
+
+    def __str__(self) -> str:
+        return "-".join(filter(None, [self.endpoint, str(self.status), self.note]))
+
+
+def doc_id(world: World) -> dict:
+    return {"id": str(world.doc.id)}
+
+
+def doc_and_bob(world: World) -> dict:
+    return {"id": str(world.doc.id), "userId": str(world.cast.bob.id)}
+
+
+def handbook_and_bob(world: World) -> dict:
+    return {"id": str(world.cast.handbook.id), "userId": str(world.cast.bob.id)}
+
+
+def new_document(world: World) -> dict:
+    return {"title": "Onboarding", "text": "# Welcome", "collectionId": str(world.cast.handbook.id)}
+
+
+CASES = [
+    Case("documents.create", new_document, note="draft"),
+    Case("documents.create", lambda w: {**new_document(w), "text": "", "publish": True}, note="published-blank"),
+    Case("documents.info", doc_id),
+    Case("documents.info", lambda w: {"id": str(w.orphan.id)}, note="author-gone"),
+    Case("documents.list", lambda w: {"limit": 1}),
+    Case("documents.update", lambda w: {"id": str(w.doc.id), "text": "Changed."}),
+    Case("documents.delete", doc_id),
+    Case("documents.archive", doc_id),
+    Case("documents.unarchive", doc_id),
+    Case("documents.publish", doc_id),
+    Case("documents.add_user", doc_and_bob),
+    Case("documents.remove_user", doc_and_bob),
+    Case("collections.create", lambda w: {"name": "Engineering"}),
+    Case("collections.list", lambda w: {"offset": 1}),
+    Case("collections.add_user", lambda w: {**handbook_and_bob(w), "role": "read_write"}),
+    Case("collections.remove_user", handbook_and_bob),
+    Case("apiKeys.create", lambda w: {"scope": "read"}),
+    Case("apiKeys.create", lambda w: {"name": "ci", "expiresAt": (timezone.now() + timedelta(days=30)).isoformat()}, note="expiring"),
+    Case("apiKeys.list"),
+    Case("apiKeys.revoke", lambda w: {"id": str(w.token.id)}),
+    Case("documents.create", status=400, note="missing-fields"),
+    Case("documents.list", lambda w: {"limit": 0}, status=400, note="limit"),
+    Case("collections.list", lambda w: [1, 2], status=400, note="not-an-object"),
+    Case("apiKeys.create", lambda w: {"scope": "admin"}, status=400, note="scope"),
+    Case("documents.info", doc_id, status=401, caller=None),
+    Case("apiKeys.list", status=401, caller=None),
+    Case("documents.update", lambda w: {"id": str(w.doc.id), "text": "x"}, status=403, caller="bob", note="reader"),
+    Case("documents.archive", doc_id, status=403, scope=TokenScope.READ, note="read-token"),
+    Case("collections.create", lambda w: {"name": "Mine"}, status=403, caller="bob", note="not-admin"),
+    Case("documents.info", doc_id, status=404, caller="charlie"),
+    Case("collections.add_user", handbook_and_bob, status=404, caller="charlie"),
+    Case("apiKeys.revoke", lambda w: {"id": str(uuid.uuid4())}, status=404),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_the_response_is_what_the_schema_declares(world, api_for, case):
+    caller = getattr(world.cast, case.caller) if case.caller else None
+    response = api_for(caller, case.scope).post(case.endpoint, case.body(world))
+    assert response.status_code == case.status, response.content
+    response_validator(case.endpoint, case.status).validate(response.json())
+
+
+def covered_endpoints() -> list[str]:
+    return sorted(
+        path.removeprefix("/api/") for path in openapi()["paths"]
+        if path.startswith("/api/") and path.removeprefix("/api/").split(".")[0] in COVERED_RESOURCES
+    )
+
+
+def test_every_covered_endpoint_has_a_success_case():
+    succeeding = {case.endpoint for case in CASES if case.status == 200}
+    assert [endpoint for endpoint in covered_endpoints() if endpoint not in succeeding] == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 403])
+def test_every_covered_endpoint_declares_the_shared_error_body(status):
+    bodies = {endpoint: operation(endpoint)["responses"][str(status)]["content"]["application/json"]["schema"] for endpoint in covered_endpoints()}
+    assert {endpoint: body for endpoint, body in bodies.items() if body != ERROR_REF} == {}
+
+
+def test_an_undeclared_field_fails_the_validation():
+    body = {"data": {"id": str(uuid.uuid4()), "name": "x", "description": "", "defaultAccess": "read", "createdAt": "2025-01-01T00:00:00Z"}}
+    validator = response_validator("collections.create", 200)
+    assert validator.is_valid(body) and not validator.is_valid({"data": {**body["data"], "secret": "leak"}})
