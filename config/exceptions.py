@@ -28,7 +28,7 @@ def first_message(detail) -> str:
 
 
 # rag/apis.py still imports the old private name; it goes when rag adopts config.rpc.
-_first_message = first_message
+
 
 
 def api_exception_handler(exc, context):

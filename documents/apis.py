@@ -10,7 +10,11 @@ from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_pa
 from documents import selectors, services
 from documents.models import Collection, Document
 from permissions.models import Access, Role, User
-from permissions.policy import can_manage_collections, can_write_collection, can_write_document
+from permissions.policy import (
+    can_manage_collections,
+    can_write_collection,
+    can_write_document,
+)
 
 
 class DocumentOutput(serializers.Serializer):

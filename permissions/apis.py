@@ -5,12 +5,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
 from config.errors import NotFound
-from config.rpc import RpcApi, envelope, respond, validate_body
+from config.rpc import RpcApi, envelope, respond
 from permissions.models import TokenScope
 from permissions.services import api_token_create, api_token_revoke
-
-# rag/apis.py still imports `validated` from here; the alias goes when rag adopts config.rpc.RpcApi.
-validated = validate_body
 
 
 class ApiTokenOutput(serializers.Serializer):

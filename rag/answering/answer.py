@@ -25,6 +25,7 @@ from rag.providers.retry import stream_with_retries
 logger = logging.getLogger("rag.answers")
 
 MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT = "generated", "extractive", "insufficient"
+MODES = (MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT)
 
 
 def _pieces(text: str) -> Iterator[str]:

@@ -4,28 +4,72 @@ from __future__ import annotations
 import time
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
-from rest_framework.response import Response
 
-from rag.answering.answer import answer_complete, answer_events
+from config.rpc import envelope, respond
+from rag.answering.answer import MODES, answer_complete, answer_events
 from rag.answering.feedback import feedback_create
 from rag.answering.passages import retrieve
-from rag.api.base import QueryField, RagApi, StrictInt, rag_input
+from rag.api.base import QueryField, RagApi, RoundedFloat, StrictInt
 from rag.api.sse import EVENT_STREAM, EventStreamRenderer, sse_stream
+from rag.models import Confidence
 
-CitationOutput = inline_serializer("AnswerCitation", {
-    "n": serializers.IntegerField(),
-    "document": inline_serializer("AnswerCitationDocument", {
-        "id": serializers.UUIDField(), "title": serializers.CharField(), "url": serializers.CharField()}),
-    "version": serializers.IntegerField(), "chunkIndex": serializers.IntegerField(),
-    "start": serializers.IntegerField(), "end": serializers.IntegerField(),
-    "score": serializers.FloatField(), "context": serializers.CharField(),
-}, many=True)
+# The answer flow (rag.answering.answer) describes an answer as plain data, the record its query
+# log keeps; these serializers render it, in the JSON response and in each streamed event.
+
+
+class CitationDocumentOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    url = serializers.CharField()
+
+
+class CitationOutput(serializers.Serializer):
+    n = serializers.IntegerField(help_text="The number the answer cites as [n].")
+    document = CitationDocumentOutput()
+    version = serializers.IntegerField()
+    chunkIndex = serializers.IntegerField()
+    start = serializers.IntegerField(help_text="Character offset of the passage in that version's text.")
+    end = serializers.IntegerField()
+    score = RoundedFloat(help_text="The retrieval score (the reranker's when one ran).")
+    context = serializers.CharField(help_text="The passage's text.")
+
+
+class AnswerOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    answer = serializers.CharField()
+    citations = CitationOutput(many=True)
+    confidence = serializers.ChoiceField(choices=Confidence.values)
+    mode = serializers.ChoiceField(choices=MODES)
+    latency = serializers.DictField(child=serializers.FloatField())
+
+
+class AnswerStreamDoneOutput(AnswerOutput):
+    html = serializers.CharField(help_text="The answer rendered as sanitised HTML with citation links.")
+
+
+class TokenOutput(serializers.Serializer):
+    text = serializers.CharField(trim_whitespace=False)
+
+
+class AnswerMetadataOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    confidence = serializers.ChoiceField(choices=Confidence.values)
+    mode = serializers.ChoiceField(choices=MODES)
+    passages = serializers.IntegerField()
+    latency = serializers.DictField(child=serializers.FloatField())
+
+
+STREAM_OUTPUTS: dict[str, type[serializers.Serializer]] = {
+    "token": TokenOutput, "citation": CitationOutput, "metadata": AnswerMetadataOutput, "done": AnswerStreamDoneOutput,
+}
 
 
 class RagAnswerApi(RagApi):
+    """A question answered from the passages you may read, with citations the server maps to documents."""
+
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     class Input(serializers.Serializer):
@@ -36,29 +80,23 @@ class RagAnswerApi(RagApi):
         stream = serializers.BooleanField(default=False)
 
     @extend_schema(
-        request=Input,
         responses={200: OpenApiResponse(
-            response=inline_serializer("RagAnswerResponse", {"data": inline_serializer("RagAnswer", {
-                "id": serializers.UUIDField(), "answer": serializers.CharField(), "citations": CitationOutput,
-                "confidence": serializers.ChoiceField(choices=["high", "medium", "low", "insufficient"]),
-                "mode": serializers.ChoiceField(choices=["generated", "extractive", "insufficient"]),
-                "latency": serializers.DictField(child=serializers.FloatField()),
-            })}),
+            response=envelope(AnswerOutput),
             description="With `stream: true`: text/event-stream of `token`, `citation`, `metadata`, `done` "
                         "(the answer object above plus `html`) and, on failure, `error` events.",
         )},
     )
     def post(self, request):
         started = time.perf_counter()
-        data = rag_input(self.Input, request)
+        data = self.validated(request)
         retrieval = retrieve(
             user=request.user, query=data["query"], limit=data["limit"],
             collection_id=data.get("collectionId"), document_id=data.get("documentId"), started=started,
         )
         if not data["stream"]:
-            return Response({"data": answer_complete(user=request.user, retrieval=retrieval)})
+            return respond(AnswerOutput, answer_complete(user=request.user, retrieval=retrieval))
         response = StreamingHttpResponse(
-            sse_stream(answer_events(user=request.user, retrieval=retrieval)),
+            sse_stream(answer_events(user=request.user, retrieval=retrieval), STREAM_OUTPUTS),
             content_type=f"{EVENT_STREAM}; charset=utf-8",
         )
         response["Cache-Control"] = "no-cache, no-transform"
@@ -66,20 +104,24 @@ class RagAnswerApi(RagApi):
         return response
 
 
+class FeedbackOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    answerId = serializers.UUIDField(source="query_log_id")
+    rating = serializers.IntegerField()
+    comment = serializers.CharField(allow_blank=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
 class RagFeedbackApi(RagApi):
+    """Rate one of your own answers."""
+
     class Input(serializers.Serializer):
         answerId = serializers.UUIDField()
         rating = StrictInt(min_value=1, max_value=5)
         comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
-    @extend_schema(request=Input, responses=inline_serializer("RagFeedbackResponse", {"data": inline_serializer("RagFeedback", {
-        "id": serializers.IntegerField(), "answerId": serializers.UUIDField(), "rating": serializers.IntegerField(),
-        "comment": serializers.CharField(), "createdAt": serializers.DateTimeField(),
-    })}))
+    @extend_schema(responses=envelope(FeedbackOutput))
     def post(self, request):
-        data = rag_input(self.Input, request)
+        data = self.validated(request)
         feedback = feedback_create(user=request.user, answer_id=data["answerId"], rating=data["rating"], comment=data["comment"])
-        return Response({"data": {
-            "id": feedback.pk, "answerId": str(feedback.query_log_id), "rating": feedback.rating,
-            "comment": feedback.comment, "createdAt": feedback.created_at.isoformat(),
-        }})
+        return respond(FeedbackOutput, feedback)

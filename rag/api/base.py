@@ -4,30 +4,21 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 from rest_framework.throttling import ScopedRateThrottle
-from rest_framework.views import APIView
 
 from config.errors import InvalidQuery, RagDisabled
-from config.exceptions import _first_message
-from permissions.apis import validated
+from config.rpc import RpcApi
 
 
-class RagApi(APIView):
-    http_method_names = ["post", "options"]
+class RagApi(RpcApi):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "rag"
+    input_error = InvalidQuery
+    error_statuses = (*RpcApi.error_statuses, 503)
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         if not settings.RAG_ENABLED:
             raise RagDisabled("RAG is disabled on this server (RAG_ENABLED=false).")
-
-
-def rag_input(serializer_class, request) -> dict:
-    """Validate; any bad input to rag.* is `invalid_query` (400)."""
-    try:
-        return validated(serializer_class, request)
-    except serializers.ValidationError as exc:
-        raise InvalidQuery(_first_message(exc.detail)) from exc
 
 
 class QueryField(serializers.CharField):
@@ -59,3 +50,10 @@ class StrictInt(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             raise serializers.ValidationError("must be an integer.")
         return super().to_internal_value(data)
+
+
+class RoundedFloat(serializers.FloatField):
+    """A score as the API shows it: six decimals are plenty, and keep responses short."""
+
+    def to_representation(self, value):
+        return round(float(value), 6)

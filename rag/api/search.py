@@ -4,12 +4,13 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.rpc import envelope, respond
 from documents.selectors import document_get
-from rag.api.base import QueryField, RagApi, StrictFloat, StrictInt, rag_input
+from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
 from rag.indexing.state import mark_pending
 from rag.indexing.status import index_coverage
 from rag.retrieval.search import MODES, search
@@ -18,18 +19,37 @@ from rag.tasks import enqueue_index
 logger = logging.getLogger("rag.search")
 
 
+class SearchHitDocumentOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    url = serializers.CharField()
+    collectionId = serializers.UUIDField(source="collection_id")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+
 class SearchHitOutput(serializers.Serializer):
-    id = serializers.CharField()
-    document = inline_serializer("SearchHitDocument", {
-        "id": serializers.UUIDField(), "title": serializers.CharField(), "url": serializers.CharField(),
-        "collectionId": serializers.UUIDField(), "updatedAt": serializers.DateTimeField(),
-    })
-    score = serializers.FloatField()
-    context = serializers.CharField(allow_null=True)
-    chunkIndex = serializers.IntegerField()
+    """One ranked chunk (a `rag.retrieval.hits.RankedChunk`)."""
+
+    id = serializers.CharField(source="hit.chunk_id", help_text="The chunk's id.")
+    document = SearchHitDocumentOutput()
+    score = RoundedFloat(source="hit.score")
+    context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")
+    chunkIndex = serializers.IntegerField(source="hit.chunk_index")
+
+
+class SearchPaginationOutput(serializers.Serializer):
+    limit = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="How many results this response holds.")
+
+
+class RagSearchResponse(serializers.Serializer):
+    data = SearchHitOutput(many=True)
+    pagination = SearchPaginationOutput()
 
 
 class RagSearchApi(RagApi):
+    """Rank the chunks of the documents you may read: vector, keyword (BM25) or hybrid (weighted RRF)."""
+
     class Input(serializers.Serializer):
         query = QueryField()
         limit = StrictInt(min_value=1, max_value=50, default=10)
@@ -40,58 +60,58 @@ class RagSearchApi(RagApi):
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         weights = serializers.ListField(child=StrictFloat(min_value=0.0, max_value=100.0), min_length=2, max_length=2, required=False)
 
-    @extend_schema(request=Input, responses=inline_serializer("RagSearchResponse", {
-        "data": SearchHitOutput(many=True),
-        "pagination": inline_serializer("RagSearchPagination", {"limit": serializers.IntegerField(), "total": serializers.IntegerField()}),
-    }))
+    @extend_schema(responses=RagSearchResponse)
     def post(self, request):
-        data = rag_input(self.Input, request)
+        data = self.validated(request)
         result = search(
             user=request.user, query=data["query"], limit=data["limit"], threshold=data.get("threshold"),
             mode=data["mode"], collection_id=data.get("collectionId"), document_id=data.get("documentId"),
             weights=tuple(data["weights"]) if data.get("weights") else None,
         )
-        items = []
-        for hit in result.hits:
-            document = result.documents.get(hit.document_id)
-            if document is None:  # became invisible between ranking and loading
-                continue
-            items.append({
-                "id": str(hit.chunk_id),
-                "document": {"id": str(document.pk), "title": document.title, "url": document.url,
-                             "collectionId": str(document.collection_id), "updatedAt": document.updated_at.isoformat()},
-                "score": round(hit.score, 6),
-                "context": hit.text if data["includeContext"] else None,
-                "chunkIndex": hit.chunk_index,
-            })
+        ranked = result.ranked(include_text=data["includeContext"])
         logger.info(
-            "rag.search mode=%s results=%d latency=%s%s", data["mode"], len(items), result.latency,
+            "rag.search mode=%s results=%d latency=%s%s", data["mode"], len(ranked), result.latency,
             f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
         )
-        return Response({"data": items, "pagination": {"limit": data["limit"], "total": len(items)}})
+        body = {"data": ranked, "pagination": {"limit": data["limit"], "total": len(ranked)}}
+        return Response(RagSearchResponse(body).data)
+
+
+class RagStatusOutput(serializers.Serializer):
+    model = serializers.CharField()
+    documents = serializers.IntegerField()
+    indexed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    chunks = serializers.IntegerField()
 
 
 class RagStatusApi(RagApi):
-    @extend_schema(request=None, responses=inline_serializer("RagStatusResponse", {"data": inline_serializer("RagStatus", {
-        "model": serializers.CharField(), "documents": serializers.IntegerField(), "indexed": serializers.IntegerField(),
-        "pending": serializers.IntegerField(), "failed": serializers.IntegerField(), "chunks": serializers.IntegerField(),
-    })}))
+    """Index coverage of the documents you can see, for the configured embedding model."""
+
+    @extend_schema(responses=envelope(RagStatusOutput))
     def post(self, request):
-        rag_input(serializers.Serializer, request)
-        return Response({"data": vars(index_coverage(user=request.user))})
+        self.validated(request)
+        return respond(RagStatusOutput, index_coverage(user=request.user))
+
+
+class RagEmbedOutput(serializers.Serializer):
+    documentId = serializers.UUIDField()
+    queued = serializers.BooleanField()
 
 
 class RagEmbedApi(RagApi):
+    """Queue a reindex of one document."""
+
     write_scope = True
 
     class Input(serializers.Serializer):
         documentId = serializers.UUIDField()
 
-    @extend_schema(request=Input, responses=inline_serializer("RagEmbedResponse", {"data": inline_serializer("RagEmbed", {
-        "documentId": serializers.UUIDField(), "queued": serializers.BooleanField()})}))
+    @extend_schema(responses=envelope(RagEmbedOutput))
     def post(self, request):
-        data = rag_input(self.Input, request)
+        data = self.validated(request)
         document = document_get(user=request.user, document_id=data["documentId"], include_archived=True)
         mark_pending(document_ids=[document.pk], model_id=settings.RAG_EMBEDDING_MODEL)
         enqueue_index(document.pk, force=True)
-        return Response({"data": {"documentId": str(document.pk), "queued": True}})
+        return respond(RagEmbedOutput, {"documentId": document.pk, "queued": True})

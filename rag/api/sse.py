@@ -1,13 +1,14 @@
-"""Server-Sent Events: encoding, and errors once a stream has started, in the API's error shape."""
+"""Server-Sent Events: each event's data rendered by its output serializer; errors in the API's error shape."""
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Iterable, Iterator
 
+from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer
 
-from config.errors import ApplicationError
+from config.errors import ApplicationError, error_body
 
 logger = logging.getLogger("rag.answers")
 
@@ -19,16 +20,16 @@ def sse_event(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
 
-def sse_stream(events: Iterable[tuple[str, dict]]) -> Iterator[bytes]:
-    """Encode events; a failure once the stream has started becomes an `error` event, in the API's error shape."""
+def sse_stream(events: Iterable[tuple[str, object]], outputs: dict[str, type[serializers.Serializer]]) -> Iterator[bytes]:
+    """Encode events, each rendered by `outputs[event]`; a failure once the stream has started becomes an `error` event."""
     try:
         for event, data in events:
-            yield sse_event(event, data)
+            yield sse_event(event, outputs[event](data).data)
     except ApplicationError as exc:
-        yield sse_event("error", {"error": exc.code, "message": exc.message, **exc.extra})
+        yield sse_event("error", exc.body())
     except Exception:
         logger.exception("rag.answer stream failed")
-        yield sse_event("error", {"error": "server_error", "message": "The answer could not be completed."})
+        yield sse_event("error", error_body("server_error", "The answer could not be completed."))
 
 
 class EventStreamRenderer(BaseRenderer):

@@ -21,8 +21,25 @@ class Hit:
     version: int = 0
 
 
+@dataclass(frozen=True)
+class RankedChunk:
+    """A hit with its (visible) document, as rag.search shows it."""
+
+    hit: Hit
+    document: Document
+    context: str | None
+
+
 @dataclass
 class SearchResult:
     hits: list[Hit]
     documents: dict[uuid.UUID, Document]
     latency: dict[str, float] = field(default_factory=dict)
+
+    def ranked(self, *, include_text: bool = True) -> list[RankedChunk]:
+        """Best first, without hits whose document became invisible between ranking and loading."""
+        return [
+            RankedChunk(hit=hit, document=self.documents[hit.document_id], context=hit.text if include_text else None)
+            for hit in self.hits
+            if hit.document_id in self.documents
+        ]
