@@ -55,6 +55,7 @@ def source_chunks() -> list[dict]:
     import psycopg
     from django.db import connection
 
+    connection.ensure_connection()  # the embedded backend learns the server's address on connecting
     db = connection.settings_dict
     with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="cairn_bench") as conn:
         rows = conn.execute(

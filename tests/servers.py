@@ -21,7 +21,7 @@ def database_env() -> dict[str, str]:
 
     db = connection.settings_dict
     if settings.EMBEDDED_DATABASE:
-        return {"CAIRN_EMBEDDED_PGDATA": db["HOST"], "CAIRN_EMBEDDED_DATABASE": db["NAME"], "DATABASE_URL": ""}
+        return {"CAIRN_EMBEDDED_PGDATA": db["OPTIONS"]["data_dir"], "CAIRN_EMBEDDED_DATABASE": db["NAME"], "DATABASE_URL": ""}
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     port = f":{db['PORT']}" if db["PORT"] else ""
     return {"DATABASE_URL": f"postgres://{db['USER']}{password}@{db['HOST']}{port}/{db['NAME']}"}

