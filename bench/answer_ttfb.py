@@ -27,6 +27,7 @@ Reproduce:  .venv/bin/python bench/answer_ttfb.py                      (whatever
             .venv/bin/python bench/answer_ttfb.py --database cairn_bench_latency_100000 --token cairn_...
             .venv/bin/python bench/answer_ttfb.py --standalone --docs 500
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,10 +85,12 @@ def build_standalone(docs: int) -> dict:
             CollectionMembership.objects.create(collection=collection, user=reader, role=Role.READ)
         now = timezone.now()
         texts = source_texts(docs)
-        created = Document.objects.bulk_create([
-            Document(team=team, collection=collections[i % 5], title=title, text=text, created_by=reader, published_at=now)
-            for i, (title, text) in enumerate(texts)
-        ])
+        created = Document.objects.bulk_create(
+            [
+                Document(team=team, collection=collections[i % 5], title=title, text=text, created_by=reader, published_at=now)
+                for i, (title, text) in enumerate(texts)
+            ]
+        )
         started = time.perf_counter()
         index_documents(document_ids=[d.pk for d in created])
         print(f"  indexed {len(created)} documents in {time.perf_counter() - started:.0f}s", file=sys.stderr)
@@ -98,11 +101,13 @@ def build_standalone(docs: int) -> dict:
 
 def source_texts(docs: int) -> list[tuple[str, str]]:
     if (DATASET / "corpus.jsonl").exists():
-        rows = [json.loads(line) for _, line in zip(range(docs), (DATASET / "corpus.jsonl").open())]
+        rows = [json.loads(line) for _, line in zip(range(docs), (DATASET / "corpus.jsonl").open(), strict=False)]
         return [(row["title"][:500] or row["_id"], row["text"]) for row in rows]
     rng = random.Random(5)
-    words = ("owl volcano glacier bee comet river forest deploy rollback vacation laptop policy "
-             "network database index cache latency answer citation passage evidence").split()
+    words = (
+        "owl volcano glacier bee comet river forest deploy rollback vacation laptop policy "
+        "network database index cache latency answer citation passage evidence"
+    ).split()
     return [(f"Document {i}", "\n\n".join(" ".join(rng.choices(words, k=40)) + "." for _ in range(4))) for i in range(docs)]
 
 
@@ -123,11 +128,23 @@ class StubLLM(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = "".join(
-            "data: " + json.dumps({"id": "stub", "object": "chat.completion.chunk", "created": 0, "model": "stub",
-                                   "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}) + "\n\n"
-            for piece in STUB_ANSWER
-        ) + "data: [DONE]\n\n"
+        body = (
+            "".join(
+                "data: "
+                + json.dumps(
+                    {
+                        "id": "stub",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "stub",
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                    }
+                )
+                + "\n\n"
+                for piece in STUB_ANSWER
+            )
+            + "data: [DONE]\n\n"
+        )
         payload = body.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -141,14 +158,39 @@ class StubLLM(BaseHTTPRequestHandler):
 
 def start_server(database: str, env_extra: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, str]:
     env = {
-        **os.environ, "CAIRN_EMBEDDED_DATABASE": database, "DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "false",
-        "API_THROTTLE_USER": "1000000/min", "API_THROTTLE_RAG": "1000000/min", "LOG_LEVEL": "WARNING", **env_extra,
+        **os.environ,
+        "CAIRN_EMBEDDED_DATABASE": database,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DEBUG": "false",
+        "API_THROTTLE_USER": "1000000/min",
+        "API_THROTTLE_RAG": "1000000/min",
+        "LOG_LEVEL": "WARNING",
+        **env_extra,
     }
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", "127.0.0.1:0", "--workers", "2",
-         "--worker-class", "gthread", "--threads", "4", "--preload", "--log-level", "info"],
-        cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=log,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi:application",
+            "--bind",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--worker-class",
+            "gthread",
+            "--threads",
+            "4",
+            "--preload",
+            "--log-level",
+            "info",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=log,
+        stderr=log,
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -177,8 +219,12 @@ def stop_server(process: subprocess.Popen) -> None:
 def one_request(conn: http.client.HTTPConnection, token: str, query: str, limit: int) -> dict:
     body = json.dumps({"query": query, "stream": True, "limit": limit})
     started = time.perf_counter()
-    conn.request("POST", "/api/rag.answer", body=body, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "text/event-stream"})
+    conn.request(
+        "POST",
+        "/api/rag.answer",
+        body=body,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
     response = conn.getresponse()
     timing: dict = {"status": response.status}
     buffer, first_byte = b"", None
@@ -215,8 +261,11 @@ def measure(address: str, token: str, warmup: list[str], measured: list[str], li
     bad = [r for r in runs if r["status"] != 200 or r["event"] != "done"]
     if bad:
         raise SystemExit(f"{len(bad)} failed requests, e.g. {bad[0]}")
-    result = {"n": len(runs), "modes": {m: sum(r["mode"] == m for r in runs) for m in {r["mode"] for r in runs}},
-              "ids": [r["id"] for r in runs]}
+    result = {
+        "n": len(runs),
+        "modes": {m: sum(r["mode"] == m for r in runs) for m in {r["mode"] for r in runs}},
+        "ids": [r["id"] for r in runs],
+    }
     for key in ("first_byte", "first_token", "done"):
         values = [r[key] for r in runs if key in r]
         result[key] = {"p50": statistics.median(values), "p95": percentile(values, 0.95)} if values else None
@@ -230,7 +279,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database")
     parser.add_argument("--token", help="API token of the measured user")
-    parser.add_argument("--standalone", action="store_true", help="build and use the small corpus even if bench-latency.json exists")
+    parser.add_argument(
+        "--standalone", action="store_true", help="build and use the small corpus even if bench-latency.json exists"
+    )
     parser.add_argument("--docs", type=int, default=500, help="documents in the standalone corpus")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
@@ -249,8 +300,16 @@ def main() -> None:
     else:
         corpus, source = None, "standalone"
     provider = args.embedding_provider or corpus and corpus.get("embedding_provider") or ("fake" if corpus is None else "local")
-    model = args.embedding_model or (corpus or {}).get("embedding_model") or ("fake-embedding" if provider == "fake" else "all-MiniLM-L6-v2")
-    embedding = {"RAG_EMBEDDING_PROVIDER": provider, "RAG_EMBEDDING_MODEL": model, "RAG_EMBEDDING_DIMENSION": args.embedding_dimension}
+    model = (
+        args.embedding_model
+        or (corpus or {}).get("embedding_model")
+        or ("fake-embedding" if provider == "fake" else "all-MiniLM-L6-v2")
+    )
+    embedding = {
+        "RAG_EMBEDDING_PROVIDER": provider,
+        "RAG_EMBEDDING_MODEL": model,
+        "RAG_EMBEDDING_DIMENSION": args.embedding_dimension,
+    }
     setup_django(corpus["database"] if corpus else STANDALONE_DATABASE, embedding)
     if corpus is None:
         corpus = build_standalone(args.docs)
@@ -261,7 +320,9 @@ def main() -> None:
     token_row = ApiToken.objects.select_related("user").get(prefix=token_prefix(corpus["token"]))
     chunks = Chunk.objects.filter(team_id=token_row.user.team_id, model_id=model).count()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
-    print(f"corpus: {source}, database {corpus['database']}, {chunks} chunks of {model} in the user's team, user {token_row.user.username}")
+    print(
+        f"corpus: {source}, database {corpus['database']}, {chunks} chunks of {model} in the user's team, user {token_row.user.username}"
+    )
 
     all_questions = questions(args.warmup + 2 * args.requests)
     gate = {} if args.keep_evidence_gate else {"RAG_ANSWER_MIN_SCORE": "0"}
@@ -269,28 +330,41 @@ def main() -> None:
     threading.Thread(target=stub.serve_forever, daemon=True).start()
     llms = {
         "fake": {"RAG_LLM_PROVIDER": "fake", "RAG_LLM_MODEL": "fake-llm", "RAG_FAKE_LLM_DELAY": "0"},
-        "stub": {"RAG_LLM_PROVIDER": "litellm", "RAG_LLM_MODEL": "openai/stub", "RAG_LLM_API_KEY": "stub",
-                 "RAG_LLM_BASE_URL": f"http://127.0.0.1:{stub.server_address[1]}/v1"},
+        "stub": {
+            "RAG_LLM_PROVIDER": "litellm",
+            "RAG_LLM_MODEL": "openai/stub",
+            "RAG_LLM_API_KEY": "stub",
+            "RAG_LLM_BASE_URL": f"http://127.0.0.1:{stub.server_address[1]}/v1",
+        },
     }
     chosen = ["fake", "stub"] if args.llm == "both" else [args.llm]
     (ROOT / "var").mkdir(exist_ok=True)
     results = {}
     for i, name in enumerate(chosen):
-        server, address = start_server(corpus["database"], {**embedding, **gate, **llms[name]}, ROOT / "var" / f"bench-answer-{name}.log")
+        server, address = start_server(
+            corpus["database"], {**embedding, **gate, **llms[name]}, ROOT / "var" / f"bench-answer-{name}.log"
+        )
         try:
             # Disjoint questions per mock LLM: neither run profits from the other's query-embedding cache.
             offset = args.warmup + i * args.requests
-            results[name] = measure(address, corpus["token"], all_questions[: args.warmup], all_questions[offset : offset + args.requests], args.limit)
+            results[name] = measure(
+                address, corpus["token"], all_questions[: args.warmup], all_questions[offset : offset + args.requests], args.limit
+            )
         finally:
             stop_server(server)
     stub.shutdown()
     QueryLog.objects.filter(pk__in=[i for r in results.values() for i in r.pop("ids") if i]).delete()
     for name, result in results.items():
-        line = "  ".join(f"{key} p50 {result[key]['p50']:.1f} ms p95 {result[key]['p95']:.1f} ms"
-                         for key in ("first_byte", "first_token", "done") if result[key])
+        line = "  ".join(
+            f"{key} p50 {result[key]['p50']:.1f} ms p95 {result[key]['p95']:.1f} ms"
+            for key in ("first_byte", "first_token", "done")
+            if result[key]
+        )
         print(f"[{name:4s} LLM] n={result['n']} modes={result['modes']}  {line}")
         print("           server-side p50: " + ", ".join(f"{k} {v:.1f}" for k, v in result["server_p50"].items()))
-    (ROOT / "var" / "bench-answer-ttfb.json").write_text(json.dumps({"corpus": source, "chunks": chunks, "results": results}, indent=2))
+    (ROOT / "var" / "bench-answer-ttfb.json").write_text(
+        json.dumps({"corpus": source, "chunks": chunks, "results": results}, indent=2)
+    )
 
 
 if __name__ == "__main__":

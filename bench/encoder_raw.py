@@ -2,6 +2,7 @@
 
 Reproduce:  /work/venv/bin/python bench/encoder_raw.py --n 256
 """
+
 from __future__ import annotations
 
 import argparse

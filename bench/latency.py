@@ -14,6 +14,7 @@ The server is gunicorn with the production settings shape (DEBUG off), on 127.0.
 
 Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,18 +108,49 @@ def build(chunks: int) -> dict:
                 for i, src in enumerate(source):
                     if made >= chunks:
                         break
-                    doc = Document(team=team, collection=collections[(copy * len(source) + i) % COLLECTIONS], title=src["title"],
-                                   text=src["text"], created_by=reader, published_at=now, created_at=now, updated_at=now)
+                    doc = Document(
+                        team=team,
+                        collection=collections[(copy * len(source) + i) % COLLECTIONS],
+                        title=src["title"],
+                        text=src["text"],
+                        created_by=reader,
+                        published_at=now,
+                        created_at=now,
+                        updated_at=now,
+                    )
                     batch_docs.append(doc)
                     doc_chunks = src["chunks"][: chunks - made]
-                    statuses.append(IndexStatus(document=doc, model_id=MODEL, state=IndexState.INDEXED, indexed_version=1,
-                                                chunk_count=len(doc_chunks), updated_at=now))
+                    statuses.append(
+                        IndexStatus(
+                            document=doc,
+                            model_id=MODEL,
+                            state=IndexState.INDEXED,
+                            indexed_version=1,
+                            chunk_count=len(doc_chunks),
+                            updated_at=now,
+                        )
+                    )
                     for index, text, start, end, metadata, vector in doc_chunks:
                         if copy:
                             vector = vector + rng.normal(0, NOISE, vector.shape).astype(np.float32)
                             vector /= np.linalg.norm(vector)
-                        rows.append((doc.pk, team.pk, index, text, 1, f"bench-{copy}-{doc.pk}-{index}", MODEL,
-                                     "[" + ",".join(f"{x:.6g}" for x in vector) + "]", start, end, json.dumps(metadata), 0, now))
+                        rows.append(
+                            (
+                                doc.pk,
+                                team.pk,
+                                index,
+                                text,
+                                1,
+                                f"bench-{copy}-{doc.pk}-{index}",
+                                MODEL,
+                                "[" + ",".join(f"{x:.6g}" for x in vector) + "]",
+                                start,
+                                end,
+                                json.dumps(metadata),
+                                0,
+                                now,
+                            )
+                        )
                         made += 1
                 Document.objects.bulk_create(batch_docs, batch_size=2000)
                 IndexStatus.objects.bulk_create(statuses, batch_size=2000)
@@ -143,7 +175,13 @@ def build(chunks: int) -> dict:
     reader = User.objects.filter(team=team).first()
     token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
     visible = Chunk.objects.filter(document__in=Document.objects.visible_to(reader), model_id=MODEL).count()
-    return {"database": connection.settings_dict["NAME"], "token": token, "chunks": chunks, "visible": visible, "user": reader.username}
+    return {
+        "database": connection.settings_dict["NAME"],
+        "token": token,
+        "chunks": chunks,
+        "visible": visible,
+        "user": reader.username,
+    }
 
 
 def quiet_http_logs() -> None:
@@ -160,13 +198,33 @@ def free_port() -> int:
 
 def start_server(database: str, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     env = {
-        **os.environ, "CAIRN_EMBEDDED_DATABASE": database, "DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "false",
-        "RAG_EMBEDDING_PROVIDER": "local", "API_THROTTLE_USER": "1000000/min", "API_THROTTLE_RAG": "1000000/min",
-        "LOG_LEVEL": "WARNING", **(extra_env or {}),
+        **os.environ,
+        "CAIRN_EMBEDDED_DATABASE": database,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DEBUG": "false",
+        "RAG_EMBEDDING_PROVIDER": "local",
+        "API_THROTTLE_USER": "1000000/min",
+        "API_THROTTLE_RAG": "1000000/min",
+        "LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--preload", "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "2",
+            "--preload",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     import httpx
 
@@ -207,7 +265,12 @@ def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> di
                 raise SystemExit(f"{mode}: HTTP {response.status_code} {response.text[:300]}")
             short += len(response.json()["data"]) < 10
         latencies.sort()
-        results[mode] = {"p50": statistics.median(latencies), "p95": latencies[int(0.95 * (len(latencies) - 1))], "short_pages": short, "n": len(latencies)}
+        results[mode] = {
+            "p50": statistics.median(latencies),
+            "p95": latencies[int(0.95 * (len(latencies) - 1))],
+            "short_pages": short,
+            "n": len(latencies),
+        }
     return results
 
 
@@ -234,8 +297,12 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
         kth = exact[-1].score if exact else 0.0
         recalls.append(sum(h.score >= kth - 1e-6 for h in hnsw) / max(len(exact), 1))
     return {
-        "recall@10": statistics.mean(recalls), "min_recall@10": min(recalls), "short_pages": short, "n": len(recalls),
-        "exact_p50_ms": statistics.median(exact_ms), "hnsw_p50_ms": statistics.median(hnsw_ms),
+        "recall@10": statistics.mean(recalls),
+        "min_recall@10": min(recalls),
+        "short_pages": short,
+        "n": len(recalls),
+        "exact_p50_ms": statistics.median(exact_ms),
+        "hnsw_p50_ms": statistics.median(hnsw_ms),
     }
 
 
@@ -260,8 +327,19 @@ def main() -> None:
     if len(args.chunks) > 1:
         # One database per process: Django connects once. Run each size in a child process.
         for chunks in args.chunks:
-            subprocess.run([sys.executable, __file__, "--chunks", str(chunks), "--queries", str(args.queries),
-                            "--recall-queries", str(args.recall_queries)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--chunks",
+                    str(chunks),
+                    "--queries",
+                    str(args.queries),
+                    "--recall-queries",
+                    str(args.recall_queries),
+                ],
+                check=True,
+            )
         return
     chunks = args.chunks[0]
     setup_django(database_name(chunks))
@@ -290,10 +368,14 @@ def main() -> None:
     print(f"{chunks} chunks, user {corpus['user']} sees {corpus['visible']} ({corpus['visible'] / chunks:.0%})")
     for label, http in runs.items():
         for mode, r in http.items():
-            print(f"  [{label}] {mode:8s} HTTP p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  short pages {r['short_pages']}/{r['n']}")
-    print(f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}), "
-          f"short pages {recall['short_pages']}/{recall['n']}; in-process vector ranking p50: exact {recall['exact_p50_ms']:.1f} ms, "
-          f"HNSW {recall['hnsw_p50_ms']:.1f} ms")
+            print(
+                f"  [{label}] {mode:8s} HTTP p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  short pages {r['short_pages']}/{r['n']}"
+            )
+    print(
+        f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}), "
+        f"short pages {recall['short_pages']}/{recall['n']}; in-process vector ranking p50: exact {recall['exact_p50_ms']:.1f} ms, "
+        f"HNSW {recall['hnsw_p50_ms']:.1f} ms"
+    )
     print(f"  in-process hybrid latency split, median ms: {split}")
 
 

@@ -9,6 +9,7 @@ Reproduce:  .venv/bin/python bench/scifact.py            (full corpus, local Min
             .venv/bin/python bench/scifact.py --docs 600 --skip-quality   (throughput only)
             .venv/bin/python bench/scifact.py --skip-throughput        (quality again on the indexed corpus)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,7 +81,9 @@ def main() -> None:
 
     team = Team.objects.filter(name="SciFact").first() or Team.objects.create(name="SciFact")
     user = User.objects.filter(username="scifact-reader").first() or User.objects.create(username="scifact-reader", team=team)
-    collection = Collection.objects.filter(team=team).first() or Collection.objects.create(team=team, name="SciFact", default_access=Access.READ)
+    collection = Collection.objects.filter(team=team).first() or Collection.objects.create(
+        team=team, name="SciFact", default_access=Access.READ
+    )
 
     if not args.skip_throughput:
         Chunk.objects.filter(team=team).delete()
@@ -89,10 +92,21 @@ def main() -> None:
         from django.utils import timezone
 
         now = timezone.now()
-        Document.objects.bulk_create([
-            Document(team=team, collection=collection, title=d["_id"], text=f"# {d['title']}\n\n{d['text']}", published_at=now, created_at=now, updated_at=now)
-            for d in corpus
-        ], batch_size=1000)
+        Document.objects.bulk_create(
+            [
+                Document(
+                    team=team,
+                    collection=collection,
+                    title=d["_id"],
+                    text=f"# {d['title']}\n\n{d['text']}",
+                    published_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+                for d in corpus
+            ],
+            batch_size=1000,
+        )
         ids = list(Document.objects.filter(team=team).order_by("created_at", "title").values_list("pk", flat=True))
         provider.embed(["warm up the model"] * 4)
         # Throughput on the first --throughput-docs abstracts: end to end through the indexing
@@ -103,16 +117,21 @@ def main() -> None:
         for i in range(0, len(sample), 64):
             chunks += index_documents(document_ids=sample[i : i + 64], provider=provider).chunks
         end_to_end = time.perf_counter() - start
-        inputs = list(Chunk.objects.filter(document_id__in=sample, model_id=provider.model_id).values_list("chunk_text", "metadata"))
+        inputs = list(
+            Chunk.objects.filter(document_id__in=sample, model_id=provider.model_id).values_list("chunk_text", "metadata")
+        )
         texts = [embedding_input(TextChunk(0, t, 0, 0, m["heading_path"], False, False, 0)) for t, m in inputs]
         start = time.perf_counter()
         for i in range(0, len(texts), 64):
             provider.embed(texts[i : i + 64])
         raw = time.perf_counter() - start
-        print(f"indexing ({len(sample)} abstracts): {chunks} chunks in {end_to_end:.1f}s end to end = {chunks / end_to_end:.2f} chunks/s; "
-              f"raw encoder on the same {len(texts)} inputs {len(texts) / raw:.2f} chunks/s; "
-              f"ratio {(chunks / end_to_end) / (len(texts) / raw):.3f}", flush=True)
-        rest = ids[len(sample):]
+        print(
+            f"indexing ({len(sample)} abstracts): {chunks} chunks in {end_to_end:.1f}s end to end = {chunks / end_to_end:.2f} chunks/s; "
+            f"raw encoder on the same {len(texts)} inputs {len(texts) / raw:.2f} chunks/s; "
+            f"ratio {(chunks / end_to_end) / (len(texts) / raw):.3f}",
+            flush=True,
+        )
+        rest = ids[len(sample) :]
         for i in range(0, len(rest), 64):
             index_documents(document_ids=rest[i : i + 64], provider=provider)
             print(f"  indexed {len(sample) + min(i + 64, len(rest))}/{len(ids)} abstracts", file=sys.stderr, flush=True)
@@ -144,13 +163,17 @@ def main() -> None:
                         best[corpus_id] = max(best.get(corpus_id, -1.0), hit.score)
                 relevant_scores.extend(best.values())
         latencies.sort()
-        print(f"{mode:8s} nDCG@10 {sum(ndcgs) / len(ndcgs):.4f}  Recall@100 {sum(recalls) / len(recalls):.4f}  "
-              f"({len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)")
+        print(
+            f"{mode:8s} nDCG@10 {sum(ndcgs) / len(ndcgs):.4f}  Recall@100 {sum(recalls) / len(recalls):.4f}  "
+            f"({len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)"
+        )
     if relevant_scores:
         scores = sorted(relevant_scores)
         pct = {p: scores[int(p / 100 * (len(scores) - 1))] for p in (1, 5, 10, 50)}
-        print("threshold calibration: cosine of relevant abstracts found in the vector top 10 "
-              f"(n={len(scores)}): p1 {pct[1]:.3f}, p5 {pct[5]:.3f}, p10 {pct[10]:.3f}, median {pct[50]:.3f}")
+        print(
+            "threshold calibration: cosine of relevant abstracts found in the vector top 10 "
+            f"(n={len(scores)}): p1 {pct[1]:.3f}, p5 {pct[5]:.3f}, p10 {pct[10]:.3f}, median {pct[50]:.3f}"
+        )
         for threshold in (0.7, 0.5, 0.4, 0.3, settings.RAG_SIMILARITY_THRESHOLD, 0.2):
             hidden = sum(score < threshold for score in scores) / len(scores)
             print(f"  threshold {threshold:.2f} would hide {hidden:.1%} of them")

@@ -1,4 +1,5 @@
 """Celery app: JSON only, acks late, time limits; eager in-process when no broker is configured."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Only the response's own inline script and style (by nonce) run, and nothing is f
 another origin, so even text that slipped past escaping could not run a script or load a
 remote image.
 """
+
 from __future__ import annotations
 
 import secrets

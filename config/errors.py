@@ -1,4 +1,5 @@
 """The application's error family: each carries its API code and HTTP status, mapped once."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """One DRF exception handler: every error leaves as {"error": code, "message": ...}."""
+
 from __future__ import annotations
 
 import logging
@@ -28,7 +29,6 @@ def first_message(detail) -> str:
 
 
 # rag/apis.py still imports the old private name; it goes when rag adopts config.rpc.
-
 
 
 def api_exception_handler(exc, context):

@@ -1,4 +1,5 @@
 """/health: database and broker status, 503 when the database is down."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -32,4 +33,6 @@ def _broker() -> str:
 def health(request):
     database, broker = _database(), _broker()
     healthy = database.startswith("ok") and not broker.startswith("error")
-    return JsonResponse({"status": "ok" if healthy else "error", "database": database, "broker": broker}, status=200 if healthy else 503)
+    return JsonResponse(
+        {"status": "ok" if healthy else "error", "database": database, "broker": broker}, status=200 if healthy else 503
+    )

@@ -6,6 +6,7 @@ A view subclasses `RpcApi`, declares a nested `Input` serializer, reads its body
 Its schema is one line, `@extend_schema(responses=envelope(Output))`: the envelope
 serializer that documents the response is the one that renders it.
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -72,7 +73,10 @@ def respond(output: SerializerClass, instance: Any, *, many: bool = False) -> Re
 
 def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, offset: int) -> Response:
     """One page of `queryset` in `data`; `pagination.total` counts every match, not the page."""
-    body = {"data": queryset[offset : offset + limit], "pagination": {"limit": limit, "offset": offset, "total": queryset.count()}}
+    body = {
+        "data": queryset[offset : offset + limit],
+        "pagination": {"limit": limit, "offset": offset, "total": queryset.count()},
+    }
     return Response(paginated_envelope(output)(body).data)
 
 

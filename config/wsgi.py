@@ -11,6 +11,6 @@ application = get_wsgi_application()
 # of the garbage collector's sight: these objects live as long as the process, and with them in
 # the oldest generation each full collection stalled a request for ~40 ms every few dozen
 # searches (measured on rag.search; docs/benchmarks.md).
-get_resolver().url_patterns
+get_resolver().url_patterns  # noqa: B018 (the property imports every view module)
 gc.collect()
 gc.freeze()

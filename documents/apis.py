@@ -1,4 +1,5 @@
 """Outline-style RPC endpoints for documents and collections: POST /api/<resource>.<verb>."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -76,7 +77,9 @@ class DocumentCreateApi(RpcApi):
 
     class Input(serializers.Serializer):
         title = serializers.CharField(max_length=500)
-        text = serializers.CharField(allow_blank=True, default="", max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False)
+        text = serializers.CharField(
+            allow_blank=True, default="", max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False
+        )
         collectionId = serializers.UUIDField()
         publish = serializers.BooleanField(default=False)
 
@@ -118,15 +121,20 @@ class DocumentUpdateApi(RpcApi):
 
     class Input(IdInput):
         title = serializers.CharField(max_length=500, required=False)
-        text = serializers.CharField(allow_blank=True, required=False, max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False)
+        text = serializers.CharField(
+            allow_blank=True, required=False, max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False
+        )
         publish = serializers.BooleanField(default=False)
 
     @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
         data = self.validated(request)
         document = services.document_update(
-            document=_writable_document(request.user, data["id"]), by=request.user,
-            title=data.get("title"), text=data.get("text"), publish=data["publish"],
+            document=_writable_document(request.user, data["id"]),
+            by=request.user,
+            title=data.get("title"),
+            text=data.get("text"),
+            publish=data["publish"],
         )
         return respond(DocumentOutput, document)
 
@@ -214,7 +222,9 @@ class CollectionListApi(RpcApi):
     @extend_schema(responses=paginated_envelope(CollectionOutput))
     def post(self, request):
         data = self.validated(request)
-        return respond_page(CollectionOutput, selectors.collection_list(user=request.user), limit=data["limit"], offset=data["offset"])
+        return respond_page(
+            CollectionOutput, selectors.collection_list(user=request.user), limit=data["limit"], offset=data["offset"]
+        )
 
 
 MANAGE_MEMBERS_REFUSAL = "You can read this collection but not manage its members."

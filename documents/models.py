@@ -38,12 +38,9 @@ class CollectionQuerySet(models.QuerySet):
         if user is None or not user.is_authenticated or user.team_id is None:
             return self.none()
         member = CollectionMembership.objects.filter(collection_id=OuterRef("pk")).filter(
-            Q(user_id=user.pk)
-            | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
+            Q(user_id=user.pk) | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
         )
-        return self.filter(team_id=user.team_id).filter(
-            Q(default_access__in=[Access.READ, Access.READ_WRITE]) | Exists(member)
-        )
+        return self.filter(team_id=user.team_id).filter(Q(default_access__in=[Access.READ, Access.READ_WRITE]) | Exists(member))
 
 
 class Collection(models.Model):
@@ -52,7 +49,9 @@ class Collection(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     default_access = models.CharField(
-        max_length=12, choices=Access.choices, default=Access.READ_WRITE,
+        max_length=12,
+        choices=Access.choices,
+        default=Access.READ_WRITE,
         help_text="What every member of the team may do without a membership.",
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -68,8 +67,12 @@ class CollectionMembership(models.Model):
     """A user's or a group's role in one collection."""
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships")
-    group = models.ForeignKey("permissions.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships"
+    )
+    group = models.ForeignKey(
+        "permissions.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="collection_memberships"
+    )
     role = models.CharField(max_length=12, choices=Role.choices, default=Role.READ)
 
     class Meta:
@@ -107,7 +110,9 @@ class Document(models.Model):
     title = models.CharField(max_length=500)
     text = models.TextField(blank=True)
     version = models.PositiveIntegerField(default=1, help_text="Bumped on every content change.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="created_documents")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="created_documents"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,5 @@
 """The document page, with a cited passage highlighted when the link carries its offsets."""
+
 from __future__ import annotations
 
 import uuid
@@ -41,4 +42,8 @@ def document_page(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
     elif start is not None and end is not None and start < end <= len(document.text):
         text = document.text
         highlight = Highlight(before=text[:start], passage=text[start:end], after=text[end:])
-    return render(request, "documents/document.html", {"document": document, "highlight": highlight, "stale": stale, "cited_version": version})
+    return render(
+        request,
+        "documents/document.html",
+        {"document": document, "highlight": highlight, "stale": stale, "cited_version": version},
+    )

@@ -1,4 +1,5 @@
 """Reads that take the viewer. Every path to a document starts from `visible_to`."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """Writes for collections, documents and memberships. Callers check permissions first."""
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -23,7 +24,9 @@ def collection_create(*, by: User, name: str, description: str = "", default_acc
 
 
 @transaction.atomic
-def collection_membership_set(*, collection: Collection, user: User | None = None, group: Group | None = None, role: str = Role.READ) -> CollectionMembership:
+def collection_membership_set(
+    *, collection: Collection, user: User | None = None, group: Group | None = None, role: str = Role.READ
+) -> CollectionMembership:
     lookup = {"user": user} if user is not None else {"group": group}
     membership, _ = CollectionMembership.objects.update_or_create(collection=collection, **lookup, defaults={"role": role})
     return membership
@@ -38,8 +41,14 @@ def collection_membership_remove(*, collection: Collection, user: User) -> None:
 def document_create(*, by: User, collection: Collection, title: str, text: str = "", publish: bool = False) -> Document:
     now = timezone.now()
     document = Document(
-        team_id=collection.team_id, collection=collection, title=title, text=text, created_by=by,
-        created_at=now, updated_at=now, published_at=now if publish else None,
+        team_id=collection.team_id,
+        collection=collection,
+        title=title,
+        text=text,
+        created_by=by,
+        created_at=now,
+        updated_at=now,
+        published_at=now if publish else None,
     )
     document.full_clean()
     document.save()
@@ -48,7 +57,9 @@ def document_create(*, by: User, collection: Collection, title: str, text: str =
 
 
 @transaction.atomic
-def document_update(*, document: Document, by: User, title: str | None = None, text: str | None = None, publish: bool = False) -> Document:
+def document_update(
+    *, document: Document, by: User, title: str | None = None, text: str | None = None, publish: bool = False
+) -> Document:
     """Update title and/or text; a text change bumps the version (and so reindexes)."""
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
     document = Document.objects.select_for_update().get(pk=document.pk)

@@ -3,6 +3,7 @@
 Sent from inside the service's transaction; receivers must defer real work with
 `transaction.on_commit` so nothing runs against uncommitted data.
 """
+
 from __future__ import annotations
 
 from django.dispatch import Signal

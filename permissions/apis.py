@@ -1,4 +1,5 @@
 """API token endpoints: apiKeys.create (shown once), apiKeys.list, apiKeys.revoke."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema

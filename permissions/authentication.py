@@ -1,4 +1,5 @@
 """`Authorization: Bearer <token>` for the API, and the scope check that reads request.auth."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -1,4 +1,5 @@
 """Session sign-in and sign-out for the web pages (the API uses tokens)."""
+
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views

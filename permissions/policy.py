@@ -1,4 +1,5 @@
 """Role decisions. Querysets filter what is visible; these decide what a viewer may change."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -19,9 +20,10 @@ def can_write_collection(user: User, collection) -> bool:
         return False
     if user.is_team_admin or collection.default_access == Access.READ_WRITE:
         return True
-    return collection.memberships.filter(role=Role.READ_WRITE).filter(
-        user_id=user.pk
-    ).exists() or collection.memberships.filter(role=Role.READ_WRITE, group__memberships__user_id=user.pk).exists()
+    return (
+        collection.memberships.filter(role=Role.READ_WRITE).filter(user_id=user.pk).exists()
+        or collection.memberships.filter(role=Role.READ_WRITE, group__memberships__user_id=user.pk).exists()
+    )
 
 
 def can_write_document(user: User, document) -> bool:

@@ -1,4 +1,5 @@
 """Writes for teams, users and API tokens."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,8 +46,24 @@ def team_create(*, name: str) -> Team:
 
 
 @transaction.atomic
-def user_create(*, team: Team | None, username: str, password: str | None = None, email: str = "", is_team_admin: bool = False, is_staff: bool = False, is_superuser: bool = False) -> User:
-    user = User(team=team, username=username, email=email, is_team_admin=is_team_admin, is_staff=is_staff or is_superuser, is_superuser=is_superuser)
+def user_create(
+    *,
+    team: Team | None,
+    username: str,
+    password: str | None = None,
+    email: str = "",
+    is_team_admin: bool = False,
+    is_staff: bool = False,
+    is_superuser: bool = False,
+) -> User:
+    user = User(
+        team=team,
+        username=username,
+        email=email,
+        is_team_admin=is_team_admin,
+        is_staff=is_staff or is_superuser,
+        is_superuser=is_superuser,
+    )
     if password:
         user.set_password(password)
     else:

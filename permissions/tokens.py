@@ -1,4 +1,5 @@
 """API token format and hashing: `cairn_<prefix>_<secret>`, stored as prefix + HMAC digest."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,7 @@ def token_prefix(token: str) -> str | None:
     """The lookup prefix of a well-formed token, None otherwise."""
     if not token.startswith(TOKEN_PREFIX):
         return None
-    prefix, sep, secret = token[len(TOKEN_PREFIX):].partition("_")
+    prefix, sep, secret = token[len(TOKEN_PREFIX) :].partition("_")
     if not sep or len(prefix) != 12 or not secret:
         return None
     return prefix

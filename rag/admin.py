@@ -1,4 +1,5 @@
 """Admin: indexing status and jobs, and reindex / cleanup actions on documents, collections and teams."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -55,8 +56,10 @@ class IndexedDocumentAdmin(DocumentAdmin):
 
     def get_queryset(self, request):
         status = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=settings.RAG_EMBEDDING_MODEL)
-        return super().get_queryset(request).annotate(
-            _index_state=Subquery(status.values("state")[:1]), _index_error=Subquery(status.values("error")[:1])
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(_index_state=Subquery(status.values("state")[:1]), _index_error=Subquery(status.values("error")[:1]))
         )
 
     @admin.display(description="index")
@@ -98,7 +101,9 @@ class IndexedTeamAdmin(TeamAdmin):
     def cleanup(self, request, queryset):
         report = cleanup_embeddings()
         removed = sum(report.obsolete_models.values())
-        messages.success(request, f"Deleted {removed} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents.")
+        messages.success(
+            request, f"Deleted {removed} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents."
+        )
 
 
 @admin.register(IndexStatus)
@@ -137,8 +142,20 @@ class ChunkAdmin(admin.ModelAdmin):
     list_filter = ["model_id"]
     search_fields = ["document__title"]
     exclude = ["embedding", "search_vector"]
-    readonly_fields = ["document", "team", "chunk_index", "chunk_text", "document_version", "content_hash", "model_id",
-                       "start_offset", "end_offset", "metadata", "doc_length", "created_at"]
+    readonly_fields = [
+        "document",
+        "team",
+        "chunk_index",
+        "chunk_text",
+        "document_version",
+        "content_hash",
+        "model_id",
+        "start_offset",
+        "end_offset",
+        "metadata",
+        "doc_length",
+        "created_at",
+    ]
     actions = ["cleanup"]
 
     def has_add_permission(self, request) -> bool:
@@ -147,7 +164,10 @@ class ChunkAdmin(admin.ModelAdmin):
     @admin.action(description="Clean up obsolete models' and deleted documents' embeddings")
     def cleanup(self, request, queryset):
         report = cleanup_embeddings()
-        messages.success(request, f"Deleted {sum(report.obsolete_models.values())} obsolete chunk(s) and {report.orphaned_chunks} orphaned chunk(s).")
+        messages.success(
+            request,
+            f"Deleted {sum(report.obsolete_models.values())} obsolete chunk(s) and {report.orphaned_chunks} orphaned chunk(s).",
+        )
 
 
 class FeedbackInline(admin.TabularInline):

@@ -67,7 +67,8 @@ class KeywordPosting(models.Model):
         db_table = "keyword_postings"
         indexes = [
             models.Index(
-                fields=["model_id", "lexeme"], include=["document_id", "document_version", "chunk", "tf", "length"],
+                fields=["model_id", "lexeme"],
+                include=["document_id", "document_version", "chunk", "tf", "length"],
                 name="posting_lexeme_covering",
             )
         ]

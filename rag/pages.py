@@ -1,4 +1,5 @@
 """The /rag page: ask a question, watch the cited answer stream in."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
@@ -21,7 +22,11 @@ EXAMPLE_QUESTIONS = [
 @with_csp
 @login_required
 def ask_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "rag/ask.html", {
-        "examples": EXAMPLE_QUESTIONS,
-        "collections": collection_list(user=request.user).only("id", "name"),
-    })
+    return render(
+        request,
+        "rag/ask.html",
+        {
+            "examples": EXAMPLE_QUESTIONS,
+            "collections": collection_list(user=request.user).only("id", "name"),
+        },
+    )

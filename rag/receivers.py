@@ -1,4 +1,5 @@
 """Signal receivers: they only enqueue, after the transaction commits."""
+
 from __future__ import annotations
 
 from django.conf import settings

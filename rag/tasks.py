@@ -2,6 +2,7 @@
 
 Idempotent, so a redelivered task is harmless.
 """
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """A random permission matrix and an oracle for who sees what, written independently of the ORM."""
+
 from __future__ import annotations
 
 import random
@@ -20,9 +21,7 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
     rng = random.Random(seed)
     now = timezone.now()
     team_rows = [Team.objects.create(name=f"T{i}") for i in range(teams)]
-    user_rows = User.objects.bulk_create(
-        [User(username=f"u{seed}-{i}", team=rng.choice(team_rows)) for i in range(users)]
-    )
+    user_rows = User.objects.bulk_create([User(username=f"u{seed}-{i}", team=rng.choice(team_rows)) for i in range(users)])
     group_rows = [Group.objects.create(team=t, name=f"G{j}") for t in team_rows for j in range(2)]
     group_members = {g.pk: set() for g in group_rows}
     for user in user_rows:
@@ -48,7 +47,10 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
         c = rng.choice(collections)
         docs.append(
             Document(
-                team_id=c.team_id, collection=c, title="d", created_by=rng.choice(user_rows),
+                team_id=c.team_id,
+                collection=c,
+                title="d",
+                created_by=rng.choice(user_rows),
                 published_at=now if rng.random() < 0.75 else None,
                 archived_at=now - timedelta(days=1) if rng.random() < 0.15 else None,
                 deleted_at=now if rng.random() < 0.1 else None,

@@ -1,4 +1,5 @@
 """Cairn under gunicorn in a subprocess, pointed at this test run's database, for tests over real HTTP."""
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,29 @@ class GunicornServer:
     def start(self, timeout: float = 60) -> GunicornServer:
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", "127.0.0.1:0", "--workers", "1",
-             "--worker-class", "gthread", "--threads", "4", "--timeout", "60", "--log-level", "info"],
-            cwd=ROOT, env=self.env, start_new_session=True, stdout=log, stderr=log,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "--bind",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--worker-class",
+                "gthread",
+                "--threads",
+                "4",
+                "--timeout",
+                "60",
+                "--log-level",
+                "info",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            stdout=log,
+            stderr=log,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

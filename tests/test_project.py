@@ -1,4 +1,5 @@
 """Configuration, deployment files, health and the token command."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,11 @@ def run_settings(module: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "DJANGO_SETTINGS_MODULE": module, **env}
     return subprocess.run(
         [sys.executable, "-c", "import django; from django.conf import settings; django.setup(); print(settings.DEBUG)"],
-        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -39,13 +44,15 @@ def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
         for name in env:
             if name == "DJANGO_SETTINGS_MODULE":
                 continue
-            assert f'"{name}"' in BASE_SETTINGS or f"env(\"{name}\"" in BASE_SETTINGS, f"{name} is not read by settings"
+            assert f'"{name}"' in BASE_SETTINGS or f'env("{name}"' in BASE_SETTINGS, f"{name} is not read by settings"
         assert env["DATABASE_URL"].startswith("postgres://") and env["CELERY_BROKER_URL"].startswith("redis://")
 
 
 def test_every_configuration_variable_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
-    names = set(re.findall(r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA)_?[A-Z_]*)"', BASE_SETTINGS))
+    names = set(
+        re.findall(r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA)_?[A-Z_]*)"', BASE_SETTINGS)
+    )
     names -= {"CELERY"}
     missing = sorted(n for n in names if f"`{n}`" not in readme)
     assert not missing, f"README lacks: {missing}"
@@ -130,13 +137,17 @@ def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is configured by Cairn")
 def test_the_embedded_postgres_runs_with_the_configured_shared_buffers(db):
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)",
-                       [connection.settings_dict["OPTIONS"]["shared_buffers"]])
+        cursor.execute(
+            "SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)",
+            [connection.settings_dict["OPTIONS"]["shared_buffers"]],
+        )
         assert cursor.fetchone()[0]
 
 
 def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
-    script = ("import gc, sys; import config.wsgi; "
-              "assert 'rag.api.search' in sys.modules and 'documents.apis' in sys.modules; assert gc.get_freeze_count() > 10000")
+    script = (
+        "import gc, sys; import config.wsgi; "
+        "assert 'rag.api.search' in sys.modules and 'documents.apis' in sys.modules; assert gc.get_freeze_count() > 10000"
+    )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)

@@ -1,4 +1,5 @@
 """PostgreSQL on Cairn's embedded server, which the first connection in a process starts."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

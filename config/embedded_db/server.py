@@ -1,4 +1,5 @@
 """Start, configure and provision the embedded PostgreSQL server; each step once per process."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Settings shared by every environment; values come from the environment (django-environ)."""
+
 from __future__ import annotations
 
 import re
@@ -116,7 +117,9 @@ else:
     # README and docs/benchmarks.md.
     _shared_buffers = env("CAIRN_EMBEDDED_SHARED_BUFFERS", default="1GB")
     if not re.fullmatch(r"\d+ ?(B|kB|MB|GB|TB)?", _shared_buffers):
-        raise ImproperlyConfigured(f"CAIRN_EMBEDDED_SHARED_BUFFERS must be a PostgreSQL size such as 1GB or 512MB, got {_shared_buffers!r}")
+        raise ImproperlyConfigured(
+            f"CAIRN_EMBEDDED_SHARED_BUFFERS must be a PostgreSQL size such as 1GB or 512MB, got {_shared_buffers!r}"
+        )
     DATABASES = {
         "default": {
             "ENGINE": "config.embedded_db",

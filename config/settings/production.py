@@ -1,9 +1,10 @@
 """Production: secrets must come from the environment; no insecure defaults."""
+
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F401,F403
+from .base import *
 from .base import _bool, env
 
 SECRET_KEY = env("SECRET_KEY", default="")

@@ -1,7 +1,8 @@
 """Fast, deterministic tests: fake providers, MD5 hasher, eager tasks unless a test runs a worker."""
+
 from __future__ import annotations
 
-from .base import *  # noqa: F401,F403
+from .base import *
 from .base import (
     BASE_DIR,
     DATABASES,

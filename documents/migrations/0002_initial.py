@@ -6,88 +6,123 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('documents', '0001_initial'),
-        ('permissions', '0001_initial'),
+        ("documents", "0001_initial"),
+        ("permissions", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='created_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="collection",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to=settings.AUTH_USER_MODEL
+            ),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='team',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='collections', to='permissions.team'),
+            model_name="collection",
+            name="team",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="collections", to="permissions.team"
+            ),
         ),
         migrations.AddField(
-            model_name='collectionmembership',
-            name='collection',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='documents.collection'),
+            model_name="collectionmembership",
+            name="collection",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="documents.collection"
+            ),
         ),
         migrations.AddField(
-            model_name='collectionmembership',
-            name='group',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='collection_memberships', to='permissions.group'),
+            model_name="collectionmembership",
+            name="group",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="collection_memberships",
+                to="permissions.group",
+            ),
         ),
         migrations.AddField(
-            model_name='collectionmembership',
-            name='user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='collection_memberships', to=settings.AUTH_USER_MODEL),
+            model_name="collectionmembership",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="collection_memberships",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='document',
-            name='collection',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='documents', to='documents.collection'),
+            model_name="document",
+            name="collection",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="documents", to="documents.collection"
+            ),
         ),
         migrations.AddField(
-            model_name='document',
-            name='created_by',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='created_documents', to=settings.AUTH_USER_MODEL),
+            model_name="document",
+            name="created_by",
+            field=models.ForeignKey(
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="created_documents",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='document',
-            name='team',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='permissions.team'),
+            model_name="document",
+            name="team",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="documents", to="permissions.team"),
         ),
         migrations.AddField(
-            model_name='documentmembership',
-            name='document',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='documents.document'),
+            model_name="documentmembership",
+            name="document",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="documents.document"
+            ),
         ),
         migrations.AddField(
-            model_name='documentmembership',
-            name='user',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='document_memberships', to=settings.AUTH_USER_MODEL),
+            model_name="documentmembership",
+            name="user",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="document_memberships", to=settings.AUTH_USER_MODEL
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collectionmembership',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('group__isnull', True), ('user__isnull', False)), models.Q(('group__isnull', False), ('user__isnull', True)), _connector='OR'), name='collection_membership_user_xor_group'),
+            model_name="collectionmembership",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("group__isnull", True), ("user__isnull", False)),
+                    models.Q(("group__isnull", False), ("user__isnull", True)),
+                    _connector="OR",
+                ),
+                name="collection_membership_user_xor_group",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collectionmembership',
-            constraint=models.UniqueConstraint(fields=('collection', 'user'), name='unique_collection_user'),
+            model_name="collectionmembership",
+            constraint=models.UniqueConstraint(fields=("collection", "user"), name="unique_collection_user"),
         ),
         migrations.AddConstraint(
-            model_name='collectionmembership',
-            constraint=models.UniqueConstraint(fields=('collection', 'group'), name='unique_collection_group'),
+            model_name="collectionmembership",
+            constraint=models.UniqueConstraint(fields=("collection", "group"), name="unique_collection_group"),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['team', 'collection'], name='document_team_collection'),
+            model_name="document",
+            index=models.Index(fields=["team", "collection"], name="document_team_collection"),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['team', 'updated_at'], name='document_team_updated'),
+            model_name="document",
+            index=models.Index(fields=["team", "updated_at"], name="document_team_updated"),
         ),
         migrations.AddConstraint(
-            model_name='documentmembership',
-            constraint=models.UniqueConstraint(fields=('document', 'user'), name='unique_document_user'),
+            model_name="documentmembership",
+            constraint=models.UniqueConstraint(fields=("document", "user"), name="unique_document_user"),
         ),
     ]

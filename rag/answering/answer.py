@@ -3,6 +3,7 @@
 The server numbers the passages; a `[n]` it did not supply never leaves it. Every answer is
 logged as a QueryLog.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,8 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         messages, model = build_prompt(retrieval.query, retrieval.passages), client
         pieces = stream_with_retries(
             lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
-            max_retries=settings.RAG_LLM_MAX_RETRIES, what=f"Answer with {client.model}",
+            max_retries=settings.RAG_LLM_MAX_RETRIES,
+            what=f"Answer with {client.model}",
         )
     latency = dict(retrieval.latency)
     generation_started = time.perf_counter()
@@ -102,8 +104,18 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         log.latency, log.total_ms = latency, latency["totalMs"]
         log.save()
         logged = True
-        yield "metadata", {"id": str(log.pk), "confidence": confidence, "mode": mode, "passages": len(passages), "latency": latency}
-        result = {"id": str(log.pk), "answer": answer, "citations": citations, "confidence": confidence, "mode": mode, "latency": latency}
+        yield (
+            "metadata",
+            {"id": str(log.pk), "confidence": confidence, "mode": mode, "passages": len(passages), "latency": latency},
+        )
+        result = {
+            "id": str(log.pk),
+            "answer": answer,
+            "citations": citations,
+            "confidence": confidence,
+            "mode": mode,
+            "latency": latency,
+        }
         yield "done", {**result, "html": answer_html(answer, {c["n"]: c for c in citations})}
     except GeneratorExit:
         if not logged:  # the reader went away: still record the question

@@ -3,6 +3,7 @@
 Pure functions with no Django imports. `CitationFilter` does the same job on a stream of text pieces
 and, however the text is split, produces exactly what `clean_citations` produces for the whole.
 """
+
 from __future__ import annotations
 
 import re

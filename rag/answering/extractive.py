@@ -1,4 +1,5 @@
 """Answers without an LLM: the sentence of each top passage that best answers the question, quoted and cited."""
+
 from __future__ import annotations
 
 import re

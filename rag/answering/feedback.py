@@ -1,4 +1,5 @@
 """Feedback on answers: a user rates their own."""
+
 from __future__ import annotations
 
 import uuid

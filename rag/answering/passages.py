@@ -4,6 +4,7 @@ Passages come only from `rag.retrieval.search.search()`, which ranks inside
 `Document.objects.visible_to(user)`; the prompt, the citations and the extractive fallback are
 built from these passages and nothing else. The server numbers them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -111,7 +112,9 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
     try:
         ranked = call_with_retries(
             lambda: reranker.rerank(query, [h.text for h in hits], top_n=len(hits)),
-            max_retries=settings.RAG_LLM_MAX_RETRIES, what=f"Rerank with {reranker.model}", backoff=INTERACTIVE,
+            max_retries=settings.RAG_LLM_MAX_RETRIES,
+            what=f"Rerank with {reranker.model}",
+            backoff=INTERACTIVE,
         )
     except ProviderError as exc:
         logger.warning("Rerank with %s failed, keeping the hybrid order: %s", reranker.model, exc)
@@ -125,8 +128,9 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
     return [*order.values(), *(h for h in hits if h.chunk_id not in order)]
 
 
-def retrieve(*, user: User, query: str, limit: int = 5, collection_id=None, document_id=None,
-             started: float | None = None) -> Retrieval:
+def retrieve(
+    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None
+) -> Retrieval:
     """The passages an answer may use, numbered from 1, and how strongly they support one."""
     started = time.perf_counter() if started is None else started
     latency: dict[str, float] = {}
@@ -146,13 +150,22 @@ def retrieve(*, user: User, query: str, limit: int = 5, collection_id=None, docu
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
         document = result.documents[hit.document_id]
-        passages.append(Passage(
-            n=n, chunk_id=hit.chunk_id, document_id=document.pk, title=document.title, url=document.url,
-            version=hit.version, chunk_index=hit.chunk_index, start=hit.start, end=hit.end,
-            score=scores[hit.chunk_id], similarity=similarity[hit.chunk_id], text=hit.text,
-        ))
+        passages.append(
+            Passage(
+                n=n,
+                chunk_id=hit.chunk_id,
+                document_id=document.pk,
+                title=document.title,
+                url=document.url,
+                version=hit.version,
+                chunk_index=hit.chunk_index,
+                start=hit.start,
+                end=hit.end,
+                score=scores[hit.chunk_id],
+                similarity=similarity[hit.chunk_id],
+                text=hit.text,
+            )
+        )
     confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
     latency["evidenceMs"] = ms_since(lap)
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency)
-
-

@@ -1,4 +1,5 @@
 """The prompt: rules, then the passages between markers a document cannot forge, then the question."""
+
 from __future__ import annotations
 
 import json

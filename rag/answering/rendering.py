@@ -4,6 +4,7 @@ Markdown with raw HTML, images, links and link definitions all disabled: nothing
 LLM writes can become markup, a script, a remote request or a clickable URL. The only links in the
 output are the citation links this module adds for the `[n]` the server supplied.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,9 +37,12 @@ def answer_html(text: str, citations: dict[int, dict]) -> str:
         citation = citations.get(int(match.group(1)))
         if citation is None:
             return match.group(0)
-        href = passage_href(document_url=citation["document"]["url"], version=citation["version"],
-                            start=citation["start"], end=citation["end"])
-        return (f'<a class="cite" href="{escape(href)}" data-n="{citation["n"]}" '
-                f'title="{escape(citation["document"]["title"])}">[{citation["n"]}]</a>')
+        href = passage_href(
+            document_url=citation["document"]["url"], version=citation["version"], start=citation["start"], end=citation["end"]
+        )
+        return (
+            f'<a class="cite" href="{escape(href)}" data-n="{citation["n"]}" '
+            f'title="{escape(citation["document"]["title"])}">[{citation["n"]}]</a>'
+        )
 
     return _MARKER.sub(link, html)

@@ -1,4 +1,5 @@
 """rag.answer (JSON or Server-Sent Events) and rag.feedback."""
+
 from __future__ import annotations
 
 import time
@@ -63,7 +64,10 @@ class AnswerMetadataOutput(serializers.Serializer):
 
 
 STREAM_OUTPUTS: dict[str, type[serializers.Serializer]] = {
-    "token": TokenOutput, "citation": CitationOutput, "metadata": AnswerMetadataOutput, "done": AnswerStreamDoneOutput,
+    "token": TokenOutput,
+    "citation": CitationOutput,
+    "metadata": AnswerMetadataOutput,
+    "done": AnswerStreamDoneOutput,
 }
 
 
@@ -80,18 +84,24 @@ class RagAnswerApi(RagApi):
         stream = serializers.BooleanField(default=False)
 
     @extend_schema(
-        responses={200: OpenApiResponse(
-            response=envelope(AnswerOutput),
-            description="With `stream: true`: text/event-stream of `token`, `citation`, `metadata`, `done` "
-                        "(the answer object above plus `html`) and, on failure, `error` events.",
-        )},
+        responses={
+            200: OpenApiResponse(
+                response=envelope(AnswerOutput),
+                description="With `stream: true`: text/event-stream of `token`, `citation`, `metadata`, `done` "
+                "(the answer object above plus `html`) and, on failure, `error` events.",
+            )
+        },
     )
     def post(self, request):
         started = time.perf_counter()
         data = self.validated(request)
         retrieval = retrieve(
-            user=request.user, query=data["query"], limit=data["limit"],
-            collection_id=data.get("collectionId"), document_id=data.get("documentId"), started=started,
+            user=request.user,
+            query=data["query"],
+            limit=data["limit"],
+            collection_id=data.get("collectionId"),
+            document_id=data.get("documentId"),
+            started=started,
         )
         if not data["stream"]:
             return respond(AnswerOutput, answer_complete(user=request.user, retrieval=retrieval))

@@ -1,4 +1,5 @@
 """What every rag.* endpoint shares: the switch, the throttle, strict input fields and `invalid_query` errors."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,5 @@
 """rag.search, rag.status and rag.embed."""
+
 from __future__ import annotations
 
 import logging
@@ -58,19 +59,29 @@ class RagSearchApi(RagApi):
         documentId = serializers.UUIDField(required=False, allow_null=True)
         includeContext = serializers.BooleanField(default=True)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
-        weights = serializers.ListField(child=StrictFloat(min_value=0.0, max_value=100.0), min_length=2, max_length=2, required=False)
+        weights = serializers.ListField(
+            child=StrictFloat(min_value=0.0, max_value=100.0), min_length=2, max_length=2, required=False
+        )
 
     @extend_schema(responses=RagSearchResponse)
     def post(self, request):
         data = self.validated(request)
         result = search(
-            user=request.user, query=data["query"], limit=data["limit"], threshold=data.get("threshold"),
-            mode=data["mode"], collection_id=data.get("collectionId"), document_id=data.get("documentId"),
+            user=request.user,
+            query=data["query"],
+            limit=data["limit"],
+            threshold=data.get("threshold"),
+            mode=data["mode"],
+            collection_id=data.get("collectionId"),
+            document_id=data.get("documentId"),
             weights=tuple(data["weights"]) if data.get("weights") else None,
         )
         ranked = result.ranked(include_text=data["includeContext"])
         logger.info(
-            "rag.search mode=%s results=%d latency=%s%s", data["mode"], len(ranked), result.latency,
+            "rag.search mode=%s results=%d latency=%s%s",
+            data["mode"],
+            len(ranked),
+            result.latency,
             f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
         )
         body = {"data": ranked, "pagination": {"limit": data["limit"], "total": len(ranked)}}

@@ -1,4 +1,5 @@
 """Server-Sent Events: each event's data rendered by its output serializer; errors in the API's error shape."""
+
 from __future__ import annotations
 
 import json

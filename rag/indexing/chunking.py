@@ -12,6 +12,7 @@ near-exact estimate without re-tokenizing growing candidate chunks. Each final
 chunk is still counted for real, and anything over ``max_tokens`` is re-split,
 so the hard limit never depends on that estimate.
 """
+
 from __future__ import annotations
 
 import re
@@ -145,8 +146,7 @@ _LOOKBACK_CHARS = 32
 # rarely carry terminal punctuation.
 _LIST_ITEM_RE = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t])")
 _ABBREVIATIONS = frozenset(
-    "al approx ca cf co dr eq eqs fig figs inc jr ltd mr mrs ms no nos pp prof ref "
-    "refs resp sr st vol vs".split()
+    "al approx ca cf co dr eq eqs fig figs inc jr ltd mr mrs ms no nos pp prof ref refs resp sr st vol vs".split()
 )
 _DOTTED_ABBREVIATION_RE = re.compile(r"(?:\w\.)+\w")
 
@@ -304,8 +304,7 @@ def _initial_pieces(text: str, blocks: list[_Block]) -> list[_Piece]:
     for index, block in enumerate(blocks):
         if block.kind is _Kind.PROSE:
             pieces.extend(
-                _Piece(index, start, end, _Level.SENTENCE)
-                for start, end in sentence_spans(text, block.start, block.end)
+                _Piece(index, start, end, _Level.SENTENCE) for start, end in sentence_spans(text, block.start, block.end)
             )
         elif block.kind is _Kind.HEADING:
             pieces.append(_Piece(index, block.start, block.end, _Level.LINE))
@@ -356,9 +355,7 @@ def _ends_sentence(text: str, start: int, match: re.Match[str]) -> bool:
     return True
 
 
-def _count_pieces(
-    text: str, pieces: list[_Piece], counter: TokenCounter, target: int
-) -> list[_Piece]:
+def _count_pieces(text: str, pieces: list[_Piece], counter: TokenCounter, target: int) -> list[_Piece]:
     """Count every piece in one batch, then split oversize pieces level by level.
 
     Each round counts only the newly split pieces, so the text is tokenized about
@@ -485,9 +482,9 @@ def _finalize(
     """Count each chunk for real and halve any the summed estimate let over the limit."""
     pending = [(section, draft.pieces) for section, draft in drafts]
     counts = counter.count([_span_text(text, pieces) for _, pieces in pending])
-    while any(count > max_tokens and len(pieces) > 1 for (_, pieces), count in zip(pending, counts)):
+    while any(count > max_tokens and len(pieces) > 1 for (_, pieces), count in zip(pending, counts, strict=False)):
         resplit: list[tuple[_Section, list[_Piece]]] = []
-        for (section, pieces), count in zip(pending, counts):
+        for (section, pieces), count in zip(pending, counts, strict=False):
             if count > max_tokens and len(pieces) > 1:
                 cut = _token_midpoint(pieces)
                 resplit.extend([(section, pieces[:cut]), (section, pieces[cut:])])

@@ -1,4 +1,5 @@
 """Removal of embeddings no search can use: other models' chunks and deleted documents' chunks."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 Each chunk's keyword columns (a tsvector of the title, the headings above the chunk and its text,
 and its length) and its postings (one row per lexeme) are refreshed together.
 """
+
 from __future__ import annotations
 
 from django.db import connection

@@ -1,4 +1,5 @@
 """Indexing services: chunk, embed what is new, swap a document's chunks in one transaction."""
+
 from __future__ import annotations
 
 import hashlib
@@ -119,7 +120,7 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
     )
     missing: dict[str, str] = {}
     for _, _, inputs, hashes in planned:
-        for text, h in zip(inputs, hashes):
+        for text, h in zip(inputs, hashes, strict=False):
             if h not in known:
                 missing.setdefault(h, text)
 
@@ -133,7 +134,7 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
         # is recorded on each document and picked up again by reconciliation.
         logger.warning("embedding failed for %d document(s): %s", len(todo), exc)
         return result
-    known.update(zip(missing.keys(), vectors))
+    known.update(zip(missing.keys(), vectors, strict=False))
     result.embedded += len(missing)
 
     for document, chunks, _, hashes in planned:
@@ -157,12 +158,24 @@ def swap_chunks(document: Document, chunks: list[TextChunk], hashes: list[str], 
     Chunk.objects.bulk_create(
         [
             Chunk(
-                document_id=document.pk, team_id=document.team_id, chunk_index=c.index, chunk_text=c.text,
-                document_version=document.version, content_hash=h, model_id=model_id, embedding=vectors[h],
-                start_offset=c.start, end_offset=c.end,
-                metadata={"heading_path": c.heading_path, "has_code": c.has_code, "has_table": c.has_table, "token_count": c.token_count},
+                document_id=document.pk,
+                team_id=document.team_id,
+                chunk_index=c.index,
+                chunk_text=c.text,
+                document_version=document.version,
+                content_hash=h,
+                model_id=model_id,
+                embedding=vectors[h],
+                start_offset=c.start,
+                end_offset=c.end,
+                metadata={
+                    "heading_path": c.heading_path,
+                    "has_code": c.has_code,
+                    "has_table": c.has_table,
+                    "token_count": c.token_count,
+                },
             )
-            for c, h in zip(chunks, hashes)
+            for c, h in zip(chunks, hashes, strict=False)
         ]
     )
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")

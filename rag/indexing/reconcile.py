@@ -2,6 +2,7 @@
 
 It only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -36,7 +37,10 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     indexed_version = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=model_id, state=IndexState.INDEXED)
     chunk_count = (
         Chunk.objects.filter(document=OuterRef("pk"), model_id=model_id)
-        .order_by().values("document").annotate(n=Count("id")).values("n")
+        .order_by()
+        .values("document")
+        .annotate(n=Count("id"))
+        .values("n")
     )
     rows = live.annotate(
         indexed_version=Subquery(indexed_version.values("indexed_version")[:1]),
@@ -49,8 +53,9 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
         elif done_version != version or (expected or 0) != (actual or 0):
             report.stale.append(pk)
     report.failed = list(
-        IndexStatus.objects.filter(model_id=model_id, state=IndexState.FAILED, document__deleted_at__isnull=True)
-        .values_list("document_id", flat=True)
+        IndexStatus.objects.filter(model_id=model_id, state=IndexState.FAILED, document__deleted_at__isnull=True).values_list(
+            "document_id", flat=True
+        )
     )
     failed = set(report.failed)
     report.missing = [pk for pk in report.missing if pk not in failed]
@@ -58,11 +63,14 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     report.orphaned = list(
         Chunk.objects.filter(model_id=model_id)
         .filter(Q(document__deleted_at__isnull=False) | ~Q(document_version=F("document__version")))
-        .values_list("document_id", flat=True).distinct()
+        .values_list("document_id", flat=True)
+        .distinct()
     )
-    report.to_remove = list(Document.objects.filter(pk__in=report.orphaned, deleted_at__isnull=False).values_list("pk", flat=True))
+    report.to_remove = list(
+        Document.objects.filter(pk__in=report.orphaned, deleted_at__isnull=False).values_list("pk", flat=True)
+    )
     removed = set(report.to_remove)
-    report.to_reindex = list(dict.fromkeys(
-        report.missing + report.stale + report.failed + [pk for pk in report.orphaned if pk not in removed]
-    ))
+    report.to_reindex = list(
+        dict.fromkeys(report.missing + report.stale + report.failed + [pk for pk in report.orphaned if pk not in removed])
+    )
     return report

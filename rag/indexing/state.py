@@ -1,4 +1,5 @@
 """Where documents stand in the index (per model), and bulk indexing jobs with progress."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

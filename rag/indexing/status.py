@@ -1,4 +1,5 @@
 """Index coverage of the documents a viewer can see, counted through the access policy."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,4 +39,3 @@ def index_coverage(*, user: User) -> IndexCoverage:
         failed=states["failed"],
         chunks=Chunk.objects.filter(document__in=visible, model_id=model_id).count(),
     )
-

@@ -12,78 +12,127 @@ from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('documents', '0001_initial'),
-        ('permissions', '0001_initial'),
+        ("documents", "0001_initial"),
+        ("permissions", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         VectorExtension(),
         migrations.CreateModel(
-            name='IndexJob',
+            name="IndexJob",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('description', models.CharField(max_length=500)),
-                ('model_id', models.CharField(max_length=200)),
-                ('state', models.CharField(choices=[('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='running', max_length=10)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('failed', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("description", models.CharField(max_length=500)),
+                ("model_id", models.CharField(max_length=200)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("running", "Running"), ("done", "Done"), ("failed", "Failed")], default="running", max_length=10
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("failed", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'rag_index_job',
+                "db_table": "rag_index_job",
             },
         ),
         migrations.CreateModel(
-            name='DocumentEmbedding',
+            name="DocumentEmbedding",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('chunk_index', models.PositiveIntegerField()),
-                ('chunk_text', models.TextField()),
-                ('document_version', models.PositiveIntegerField()),
-                ('content_hash', models.CharField(max_length=64)),
-                ('model_id', models.CharField(max_length=200)),
-                ('embedding', pgvector.django.vector.VectorField()),
-                ('start_offset', models.PositiveIntegerField()),
-                ('end_offset', models.PositiveIntegerField()),
-                ('metadata', models.JSONField(default=dict)),
-                ('search_vector', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('doc_length', models.PositiveIntegerField(default=0, help_text='Lexemes in search_vector, for BM25.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('document', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='embeddings', to='documents.document')),
-                ('team', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='permissions.team')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("chunk_index", models.PositiveIntegerField()),
+                ("chunk_text", models.TextField()),
+                ("document_version", models.PositiveIntegerField()),
+                ("content_hash", models.CharField(max_length=64)),
+                ("model_id", models.CharField(max_length=200)),
+                ("embedding", pgvector.django.vector.VectorField()),
+                ("start_offset", models.PositiveIntegerField()),
+                ("end_offset", models.PositiveIntegerField()),
+                ("metadata", models.JSONField(default=dict)),
+                ("search_vector", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("doc_length", models.PositiveIntegerField(default=0, help_text="Lexemes in search_vector, for BM25.")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "document",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="embeddings",
+                        to="documents.document",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="permissions.team"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'document_embeddings',
-                'indexes': [models.Index(fields=['model_id', 'content_hash'], name='embedding_model_hash'), models.Index(fields=['team', 'model_id'], name='embedding_team_model')],
-                'constraints': [models.UniqueConstraint(fields=('document', 'chunk_index', 'model_id'), name='unique_chunk_per_model')],
+                "db_table": "document_embeddings",
+                "indexes": [
+                    models.Index(fields=["model_id", "content_hash"], name="embedding_model_hash"),
+                    models.Index(fields=["team", "model_id"], name="embedding_team_model"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("document", "chunk_index", "model_id"), name="unique_chunk_per_model")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='IndexStatus',
+            name="IndexStatus",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_id', models.CharField(max_length=200)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('chunking', 'Chunking'), ('embedding', 'Embedding'), ('indexed', 'Indexed'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('indexed_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('chunk_count', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='index_statuses', to='documents.document')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model_id", models.CharField(max_length=200)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("chunking", "Chunking"),
+                            ("embedding", "Embedding"),
+                            ("indexed", "Indexed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("indexed_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("chunk_count", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="index_statuses", to="documents.document"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'index statuses',
-                'db_table': 'document_index_status',
-                'indexes': [models.Index(fields=['model_id', 'state'], name='status_model_state')],
-                'constraints': [models.UniqueConstraint(fields=('document', 'model_id'), name='unique_status_per_model')],
+                "verbose_name_plural": "index statuses",
+                "db_table": "document_index_status",
+                "indexes": [models.Index(fields=["model_id", "state"], name="status_model_state")],
+                "constraints": [models.UniqueConstraint(fields=("document", "model_id"), name="unique_status_per_model")],
             },
         ),
     ]

@@ -9,55 +9,81 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('permissions', '0001_initial'),
-        ('rag', '0001_initial'),
+        ("permissions", "0001_initial"),
+        ("rag", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='QueryLog',
+            name="QueryLog",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('query', models.TextField()),
-                ('answer', models.TextField(blank=True)),
-                ('mode', models.CharField(blank=True, help_text='generated / extractive / insufficient', max_length=20)),
-                ('confidence', models.CharField(blank=True, choices=[('high', 'High'), ('medium', 'Medium'), ('low', 'Low'), ('insufficient', 'Insufficient')], max_length=20)),
-                ('passage_count', models.PositiveIntegerField(default=0)),
-                ('citations', models.JSONField(default=list)),
-                ('latency', models.JSONField(default=dict)),
-                ('total_ms', models.FloatField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='permissions.team')),
-                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("query", models.TextField()),
+                ("answer", models.TextField(blank=True)),
+                ("mode", models.CharField(blank=True, help_text="generated / extractive / insufficient", max_length=20)),
+                (
+                    "confidence",
+                    models.CharField(
+                        blank=True,
+                        choices=[("high", "High"), ("medium", "Medium"), ("low", "Low"), ("insufficient", "Insufficient")],
+                        max_length=20,
+                    ),
+                ),
+                ("passage_count", models.PositiveIntegerField(default=0)),
+                ("citations", models.JSONField(default=list)),
+                ("latency", models.JSONField(default=dict)),
+                ("total_ms", models.FloatField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="permissions.team"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'db_table': 'rag_query_log',
+                "db_table": "rag_query_log",
             },
         ),
         migrations.CreateModel(
-            name='Feedback',
+            name="Feedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rating', models.PositiveSmallIntegerField()),
-                ('comment', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('query_log', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='rag.querylog')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rating", models.PositiveSmallIntegerField()),
+                ("comment", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "query_log",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="feedback", to="rag.querylog"),
+                ),
             ],
             options={
-                'db_table': 'rag_feedback',
+                "db_table": "rag_feedback",
             },
         ),
         migrations.AddIndex(
-            model_name='querylog',
-            index=models.Index(fields=['team', 'created_at'], name='querylog_team_created'),
+            model_name="querylog",
+            index=models.Index(fields=["team", "created_at"], name="querylog_team_created"),
         ),
         migrations.AddConstraint(
-            model_name='feedback',
-            constraint=models.CheckConstraint(condition=models.Q(('rating__gte', 1), ('rating__lte', 5)), name='feedback_rating_1_to_5'),
+            model_name="feedback",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("rating__gte", 1), ("rating__lte", 5)), name="feedback_rating_1_to_5"
+            ),
         ),
     ]

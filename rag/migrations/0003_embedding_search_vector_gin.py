@@ -3,7 +3,6 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("rag", "0002_querylog_feedback_querylog_querylog_team_created_and_more"),
     ]

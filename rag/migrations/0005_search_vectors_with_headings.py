@@ -1,4 +1,5 @@
 """Index statuses carry the keyword length; existing chunks' keyword columns are recomputed with their headings."""
+
 from django.db import migrations, models
 
 # The keyword text of every chunk as the app wrote it at this migration: the title (weight A),
@@ -26,12 +27,13 @@ WHERE k.document_id = s.document_id AND k.model_id = s.model_id
 
 
 class Migration(migrations.Migration):
-
     dependencies = [("rag", "0004_embedding_storage_main")]
 
     operations = [
         migrations.AddField(
-            model_name="indexstatus", name="keyword_length", field=models.PositiveBigIntegerField(default=0),
+            model_name="indexstatus",
+            name="keyword_length",
+            field=models.PositiveBigIntegerField(default=0),
         ),
         migrations.RunSQL([REFRESH_CHUNKS, REFRESH_STATUSES], migrations.RunSQL.noop),
     ]

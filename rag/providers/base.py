@@ -1,4 +1,5 @@
 """The small interfaces every provider implements: embeddings, answer generation, reranking."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -49,7 +50,7 @@ class BatchedEmbeddingProvider(EmbeddingProvider):
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
             result = retry.call_with_retries(
-                lambda: self._embed_batch(batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
+                lambda batch=batch: self._embed_batch(batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
             )
             if len(result) != len(batch):
                 raise PermanentProviderError(f"Model {self.model_id} returned {len(result)} vectors for {len(batch)} inputs")

@@ -1,4 +1,5 @@
 """The embedding provider chosen by RAG_EMBEDDING_PROVIDER, built once per configuration."""
+
 from __future__ import annotations
 
 import threading
@@ -14,9 +15,14 @@ _cache: dict[tuple, EmbeddingProvider] = {}
 
 def _config() -> tuple:
     return (
-        settings.RAG_EMBEDDING_PROVIDER, settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION,
-        settings.RAG_LITELLM_BASE_URL, settings.RAG_LITELLM_API_KEY, settings.RAG_BATCH_SIZE,
-        settings.RAG_EMBEDDING_TIMEOUT, settings.RAG_EMBEDDING_MAX_RETRIES,
+        settings.RAG_EMBEDDING_PROVIDER,
+        settings.RAG_EMBEDDING_MODEL,
+        settings.RAG_EMBEDDING_DIMENSION,
+        settings.RAG_LITELLM_BASE_URL,
+        settings.RAG_LITELLM_API_KEY,
+        settings.RAG_BATCH_SIZE,
+        settings.RAG_EMBEDDING_TIMEOUT,
+        settings.RAG_EMBEDDING_MAX_RETRIES,
     )
 
 
@@ -36,8 +42,13 @@ def reset_provider_cache() -> None:
 
 
 def _build(kind, model, dimension, base_url, api_key, batch_size, timeout, max_retries) -> EmbeddingProvider:
-    remote = {"model_id": model, "dimension": dimension, "batch_size": batch_size, "max_retries": max_retries,
-              "max_input_tokens": 8191}
+    remote = {
+        "model_id": model,
+        "dimension": dimension,
+        "batch_size": batch_size,
+        "max_retries": max_retries,
+        "max_input_tokens": 8191,
+    }
     if kind == "local":
         from rag.providers.local import MODEL_ID, LocalEmbeddingProvider
 

@@ -1,4 +1,5 @@
 """Deterministic stand-ins for tests: no model, no network. Selected with RAG_EMBEDDING_PROVIDER=fake and RAG_LLM_PROVIDER=fake."""
+
 from __future__ import annotations
 
 import hashlib

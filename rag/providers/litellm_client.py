@@ -4,6 +4,7 @@ Embeddings, answer generation and reranking. LiteLLM's and the OpenAI SDK's own 
 switched off: rag.providers.retry is the one retry layer, and `provider_error` below is the one
 place a LiteLLM exception is classified as transient or permanent.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,13 @@ def provider_error(litellm: ModuleType, exc: Exception) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
     transient = (
-        litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
-        litellm.InternalServerError, litellm.ServiceUnavailableError, TimeoutError, ConnectionError,
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        TimeoutError,
+        ConnectionError,
     )
     message = f"{type(exc).__name__}: {exc}"[:500]
     if isinstance(exc, transient):
@@ -57,8 +63,12 @@ class LiteLLMEmbeddingProvider(BatchedEmbeddingProvider):
         litellm = import_litellm()
         try:
             response = litellm.embedding(
-                model=self.model_id, input=batch, api_base=self.api_base, api_key=self.api_key,
-                timeout=self.timeout, num_retries=0,
+                model=self.model_id,
+                input=batch,
+                api_base=self.api_base,
+                api_key=self.api_key,
+                timeout=self.timeout,
+                num_retries=0,
             )
         except Exception as exc:  # the network edge: every failure becomes a ProviderError
             raise provider_error(litellm, exc) from exc
@@ -77,14 +87,20 @@ class LiteLLMClient:
 
     def _call_kwargs(self) -> dict:
         return {
-            "model": self.model, "api_base": self.api_base, "api_key": self.api_key,
-            "timeout": self.timeout, "num_retries": 0, "max_retries": 0,
+            "model": self.model,
+            "api_base": self.api_base,
+            "api_key": self.api_key,
+            "timeout": self.timeout,
+            "num_retries": 0,
+            "max_retries": 0,
         }
 
     def stream(self, messages: list[Message], *, max_tokens: int) -> Iterator[str]:
         litellm = import_litellm()
         try:
-            response = litellm.completion(messages=messages, stream=True, max_tokens=max_tokens, temperature=0.1, **self._call_kwargs())
+            response = litellm.completion(
+                messages=messages, stream=True, max_tokens=max_tokens, temperature=0.1, **self._call_kwargs()
+            )
             for chunk in response:
                 choices = getattr(chunk, "choices", None) or []
                 text = getattr(choices[0].delta, "content", None) if choices else None
@@ -96,7 +112,9 @@ class LiteLLMClient:
     def rerank(self, query: str, documents: list[str], *, top_n: int) -> list[tuple[int, float]]:
         litellm = import_litellm()
         try:
-            response = litellm.rerank(query=query, documents=documents, top_n=top_n, return_documents=False, **self._call_kwargs())
+            response = litellm.rerank(
+                query=query, documents=documents, top_n=top_n, return_documents=False, **self._call_kwargs()
+            )
         except Exception as exc:
             raise provider_error(litellm, exc) from exc
         ranked = []

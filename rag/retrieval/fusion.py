@@ -1,4 +1,5 @@
 """Weighted Reciprocal Rank Fusion over ranked id lists: a pure function."""
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -21,7 +22,7 @@ def reciprocal_rank_fusion(
     if k < 1:
         raise ValueError("k must be at least 1")
     scores: dict[Hashable, float] = {}
-    for ranking, weight in zip(rankings, weights):
+    for ranking, weight in zip(rankings, weights, strict=False):
         seen: set[Hashable] = set()
         for rank, item in enumerate(ranking, start=1):
             if item in seen:

@@ -1,4 +1,5 @@
 """What search returns: ranked chunks and the visible documents they belong to."""
+
 from __future__ import annotations
 
 import uuid

@@ -3,6 +3,7 @@
 Corpus statistics (N, document frequency, average length) are those of the visible chunks
 only, so a score reveals nothing about documents the viewer cannot read.
 """
+
 from __future__ import annotations
 
 from django.db import connection
@@ -41,8 +42,15 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
     visible, visible_params = scope.named
     n = float(max(stats.chunks, 1))
     params = {
-        **visible_params, "cfg": TEXT_SEARCH_CONFIG, "q": query, "model": model_id, "k1": K1, "b": B, "limit": limit,
-        "n": n, "avgdl": max(stats.keyword_length / n, 1.0),
+        **visible_params,
+        "cfg": TEXT_SEARCH_CONFIG,
+        "q": query,
+        "model": model_id,
+        "k1": K1,
+        "b": B,
+        "limit": limit,
+        "n": n,
+        "avgdl": max(stats.keyword_length / n, 1.0),
     }
     with connection.cursor() as cursor:
         cursor.execute(_SQL.format(visible=visible), params)

@@ -1,4 +1,5 @@
 """The query's embedding, cached by model and normalised query."""
+
 from __future__ import annotations
 
 import hashlib

@@ -4,6 +4,7 @@ The access policy is compiled once (visibility.SearchScope) and sits inside ever
 so ranking starts from the viewer's visible documents and a page is full whenever enough
 visible matches exist.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,9 +44,17 @@ class _Laps:
         self._started = now
 
 
-def search(*, user: User, query: str, limit: int = 10, threshold: float | None = None, mode: str = "hybrid",
-           collection_id: uuid.UUID | None = None, document_id: uuid.UUID | None = None,
-           weights: tuple[float, float] | None = None) -> SearchResult:
+def search(
+    *,
+    user: User,
+    query: str,
+    limit: int = 10,
+    threshold: float | None = None,
+    mode: str = "hybrid",
+    collection_id: uuid.UUID | None = None,
+    document_id: uuid.UUID | None = None,
+    weights: tuple[float, float] | None = None,
+) -> SearchResult:
     """Rank the chunks of the user's visible documents for `query`."""
     if collection_id is not None:
         collection_get(user=user, collection_id=collection_id)
@@ -70,8 +79,15 @@ def search(*, user: User, query: str, limit: int = 10, threshold: float | None =
     if mode in ("vector", "hybrid"):
         vector = embed_query(query)
         lap("embed_ms")
-        vector_hits = vector_ranking(scope=scope, vector=vector, model_id=model_id, dimension=dimension, limit=depth,
-                                     threshold=threshold, scope_chunks=stats.chunks)
+        vector_hits = vector_ranking(
+            scope=scope,
+            vector=vector,
+            model_id=model_id,
+            dimension=dimension,
+            limit=depth,
+            threshold=threshold,
+            scope_chunks=stats.chunks,
+        )
         lap("vector_ms")
     if keyword_future is not None:
         keyword_hits, lap.latency["keyword_ms"] = keyword_future.result()
@@ -108,7 +124,9 @@ def _load(hits: list[Hit], user: User) -> dict[uuid.UUID, Document]:
         hit.document_id, hit.chunk_index, hit.text = row["document_id"], row["chunk_index"], row["chunk_text"]
         hit.start, hit.end, hit.version = row["start_offset"], row["end_offset"], row["document_version"]
     # Through visible_to again: the documents were visible when ranked, and still must be now.
-    documents = Document.objects.visible_to(user).filter(pk__in={h.document_id for h in hits}).only(
-        "id", "title", "collection_id", "updated_at", "version"
+    documents = (
+        Document.objects.visible_to(user)
+        .filter(pk__in={h.document_id for h in hits})
+        .only("id", "title", "collection_id", "updated_at", "version")
     )
     return {d.pk: d for d in documents}

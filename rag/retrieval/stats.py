@@ -1,4 +1,5 @@
 """How many chunks a search scope holds, and their total keyword length (cached briefly)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

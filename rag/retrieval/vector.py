@@ -1,4 +1,5 @@
 """Vector ranking: cosine similarity to the query over the scope's chunks, exact or through HNSW."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -10,8 +11,9 @@ from rag.retrieval.vector_index import vector_expression
 from rag.retrieval.visibility import SearchScope
 
 
-def vector_ranking(*, scope: SearchScope, vector: list[float], model_id: str, dimension: int, limit: int,
-                   threshold: float, scope_chunks: int) -> list[Hit]:
+def vector_ranking(
+    *, scope: SearchScope, vector: list[float], model_id: str, dimension: int, limit: int, threshold: float, scope_chunks: int
+) -> list[Hit]:
     """The `limit` nearest chunks scoring at least `threshold`; `scope_chunks` decides exact scan or HNSW."""
     visible, visible_params = scope.sql, scope.params
     literal = vector_literal(vector)
@@ -41,4 +43,7 @@ def vector_ranking(*, scope: SearchScope, vector: list[float], model_id: str, di
             [*visible_params, literal, model_id, literal, limit, threshold],
         )
         rows = cursor.fetchall()
-    return [Hit(chunk_id=r[0], document_id=r[1], chunk_index=r[2], start=r[3], end=r[4], version=r[5], score=float(r[6])) for r in rows]
+    return [
+        Hit(chunk_id=r[0], document_id=r[1], chunk_index=r[2], start=r[3], end=r[4], version=r[5], score=float(r[6]))
+        for r in rows
+    ]

@@ -1,4 +1,5 @@
 """One partial HNSW index per embedding model, so models of different dimensions coexist."""
+
 from __future__ import annotations
 
 import hashlib

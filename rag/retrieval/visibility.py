@@ -4,6 +4,7 @@
 collection or a document when asked) into a subquery of (id, version) rows that each ranking
 query joins its chunks with, inside its WHERE clause, before anything is ranked or counted.
 """
+
 from __future__ import annotations
 
 import uuid

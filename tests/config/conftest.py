@@ -34,12 +34,15 @@ print(json.dumps(seen))
 """
 
 
-def run_python(script: str, *, env: dict[str, str], args: tuple[str, ...] = (), unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def run_python(
+    script: str, *, env: dict[str, str], args: tuple[str, ...] = (), unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": "", **env}
     for name in unset:
         environment.pop(name, None)
-    return subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=environment,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
 
 
 def embedded_env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ To cover more endpoints, add `Case`s to CASES (and the resource to COVERED_RESOU
 built from the `World`, who calls, and the status expected; the test validates the response
 against the schema that the endpoint declares for that status.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,10 @@ def response_validator(endpoint: str, status: int) -> Draft202012Validator:
     responses = operation(endpoint)["responses"]
     assert str(status) in responses, f"{endpoint} does not declare a {status} response"
     components = {name: json_schema(schema) for name, schema in openapi()["components"]["schemas"].items()}
-    schema = {**json_schema(responses[str(status)]["content"]["application/json"]["schema"]), "components": {"schemas": components}}
+    schema = {
+        **json_schema(responses[str(status)]["content"]["application/json"]["schema"]),
+        "components": {"schemas": components},
+    }
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema, format_checker=FORMATS)
 
@@ -148,7 +152,11 @@ CASES = [
     Case("collections.add_user", lambda w: {**handbook_and_bob(w), "role": "read_write"}),
     Case("collections.remove_user", handbook_and_bob),
     Case("apiKeys.create", lambda w: {"scope": "read"}),
-    Case("apiKeys.create", lambda w: {"name": "ci", "expiresAt": (timezone.now() + timedelta(days=30)).isoformat()}, note="expiring"),
+    Case(
+        "apiKeys.create",
+        lambda w: {"name": "ci", "expiresAt": (timezone.now() + timedelta(days=30)).isoformat()},
+        note="expiring",
+    ),
     Case("apiKeys.list"),
     Case("apiKeys.revoke", lambda w: {"id": str(w.token.id)}),
     Case("documents.create", status=400, note="missing-fields"),
@@ -176,7 +184,8 @@ def test_the_response_is_what_the_schema_declares(world, api_for, case):
 
 def covered_endpoints() -> list[str]:
     return sorted(
-        path.removeprefix("/api/") for path in openapi()["paths"]
+        path.removeprefix("/api/")
+        for path in openapi()["paths"]
         if path.startswith("/api/") and path.removeprefix("/api/").split(".")[0] in COVERED_RESOURCES
     )
 
@@ -188,11 +197,22 @@ def test_every_covered_endpoint_has_a_success_case():
 
 @pytest.mark.parametrize("status", [400, 401, 403])
 def test_every_covered_endpoint_declares_the_shared_error_body(status):
-    bodies = {endpoint: operation(endpoint)["responses"][str(status)]["content"]["application/json"]["schema"] for endpoint in covered_endpoints()}
+    bodies = {
+        endpoint: operation(endpoint)["responses"][str(status)]["content"]["application/json"]["schema"]
+        for endpoint in covered_endpoints()
+    }
     assert {endpoint: body for endpoint, body in bodies.items() if body != ERROR_REF} == {}
 
 
 def test_an_undeclared_field_fails_the_validation():
-    body = {"data": {"id": str(uuid.uuid4()), "name": "x", "description": "", "defaultAccess": "read", "createdAt": "2025-01-01T00:00:00Z"}}
+    body = {
+        "data": {
+            "id": str(uuid.uuid4()),
+            "name": "x",
+            "description": "",
+            "defaultAccess": "read",
+            "createdAt": "2025-01-01T00:00:00Z",
+        }
+    }
     validator = response_validator("collections.create", 200)
     assert validator.is_valid(body) and not validator.is_valid({"data": {**body["data"], "secret": "leak"}})

@@ -1,4 +1,5 @@
 """The shared RPC base: bodies in, envelopes out, one error shape."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,12 +39,15 @@ def test_a_valid_body_comes_back_in_the_data_envelope(echo):
     assert echo('{"query": "owls"}').data == {"data": {"query": "owls"}}
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ('{"query": "ab"}', "query: Ensure this field has at least 3 characters."),
-    ("[1, 2]", "The request body must be a JSON object."),
-    ("{not json", "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
-    ("[" * 100_000, "The request body is nested too deeply."),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('{"query": "ab"}', "query: Ensure this field has at least 3 characters."),
+        ("[1, 2]", "The request body must be a JSON object."),
+        ("{not json", "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        ("[" * 100_000, "The request body is nested too deeply."),
+    ],
+)
 def test_a_bad_body_raises_the_views_own_input_error(echo, body, message):
     response = echo(body)
     assert (response.status_code, response.data) == (400, {"error": "invalid_query", "message": message})

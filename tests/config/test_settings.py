@@ -1,4 +1,5 @@
 """Settings: importing them starts nothing, the embedded backend starts its server on first connection, bad values fail by name."""
+
 from __future__ import annotations
 
 import json
@@ -89,22 +90,34 @@ def test_a_bad_value_stops_start_up_naming_the_variable(module, name, value, mes
 
 
 def test_production_rejects_a_bad_cookie_setting_by_name(tmp_path):
-    result = run_python(IMPORT_SCRIPT, args=("config.settings.production",),
-                        env=embedded_env(tmp_path / "pg", SECRET_KEY="x", SESSION_COOKIE_SECURE="sometimes"))
+    result = run_python(
+        IMPORT_SCRIPT,
+        args=("config.settings.production",),
+        env=embedded_env(tmp_path / "pg", SECRET_KEY="x", SESSION_COOKIE_SECURE="sometimes"),
+    )
     assert "SESSION_COOKIE_SECURE must be true or false" in result.stderr
 
 
-FAKE_DELAYS_SCRIPT = "import importlib, sys; s = importlib.import_module(sys.argv[1]); print(s.RAG_FAKE_EMBED_DELAY, s.RAG_FAKE_LLM_DELAY)"
+FAKE_DELAYS_SCRIPT = (
+    "import importlib, sys; s = importlib.import_module(sys.argv[1]); print(s.RAG_FAKE_EMBED_DELAY, s.RAG_FAKE_LLM_DELAY)"
+)
 
 
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
 def test_the_fake_provider_delays_are_read_from_the_environment(module, tmp_path):
-    result = run_python(FAKE_DELAYS_SCRIPT, args=(module,),
-                        env=embedded_env(tmp_path / "pg", RAG_FAKE_EMBED_DELAY="0.5", RAG_FAKE_LLM_DELAY="0.25"))
+    result = run_python(
+        FAKE_DELAYS_SCRIPT,
+        args=(module,),
+        env=embedded_env(tmp_path / "pg", RAG_FAKE_EMBED_DELAY="0.5", RAG_FAKE_LLM_DELAY="0.25"),
+    )
     assert result.stdout.split() == ["0.5", "0.25"]
 
 
 def test_the_fake_provider_delays_default_to_zero(tmp_path):
-    result = run_python(FAKE_DELAYS_SCRIPT, args=("config.settings.test",), env=embedded_env(tmp_path / "pg"),
-                        unset=("RAG_FAKE_EMBED_DELAY", "RAG_FAKE_LLM_DELAY"))
+    result = run_python(
+        FAKE_DELAYS_SCRIPT,
+        args=("config.settings.test",),
+        env=embedded_env(tmp_path / "pg"),
+        unset=("RAG_FAKE_EMBED_DELAY", "RAG_FAKE_LLM_DELAY"),
+    )
     assert result.stdout.split() == ["0.0", "0.0"]

@@ -1,4 +1,5 @@
 """Document.objects.visible_to: the cast, then a random permission matrix against a Python oracle."""
+
 from __future__ import annotations
 
 import pytest
@@ -95,7 +96,8 @@ def test_visible_to_matches_an_independent_oracle_on_a_random_permission_matrix(
     for include_archived in (False, True):
         for user in users:
             expected = {
-                d.pk for d in docs
+                d.pk
+                for d in docs
                 if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, include_archived)
             }
             assert visible_ids(user, include_archived=include_archived) == expected, user.username

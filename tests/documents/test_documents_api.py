@@ -1,4 +1,5 @@
 """The documents and collections RPC API: behaviour, and the error contract of every endpoint."""
+
 from __future__ import annotations
 
 import uuid
@@ -11,9 +12,19 @@ from tests.factories import DocumentFactory
 
 READ_ENDPOINTS = ["documents.info", "documents.list", "collections.list", "apiKeys.list"]
 WRITE_ENDPOINTS = [
-    "documents.create", "documents.update", "documents.delete", "documents.archive", "documents.unarchive",
-    "documents.publish", "documents.add_user", "documents.remove_user", "collections.create",
-    "collections.add_user", "collections.remove_user", "apiKeys.create", "apiKeys.revoke",
+    "documents.create",
+    "documents.update",
+    "documents.delete",
+    "documents.archive",
+    "documents.unarchive",
+    "documents.publish",
+    "documents.add_user",
+    "documents.remove_user",
+    "collections.create",
+    "collections.add_user",
+    "collections.remove_user",
+    "apiKeys.create",
+    "apiKeys.revoke",
 ]
 ALL_ENDPOINTS = READ_ENDPOINTS + WRITE_ENDPOINTS
 
@@ -61,7 +72,14 @@ def test_every_write_endpoint_refuses_a_read_token_with_403(cast, api_for, endpo
     assert_error(api_for(cast.alice, TokenScope.READ).post(endpoint, valid_body(endpoint, cast, doc)), 403, "forbidden")
 
 
-@pytest.mark.parametrize("endpoint", [e for e in ALL_ENDPOINTS if e not in ("documents.list", "collections.list", "apiKeys.list", "apiKeys.create", "collections.create")])
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        e
+        for e in ALL_ENDPOINTS
+        if e not in ("documents.list", "collections.list", "apiKeys.list", "apiKeys.create", "collections.create")
+    ],
+)
 def test_every_endpoint_answers_404_for_another_teams_object(cast, api_for, endpoint):
     doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice)
     response = api_for(cast.charlie).post(endpoint, valid_body(endpoint, cast, doc))
@@ -164,7 +182,9 @@ def test_delete_and_archive_hide_documents(cast, api_for):
 
 def test_an_oversized_request_body_is_refused_without_a_500(cast, api_for, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
-    response = api_for(cast.alice).post("documents.create", {"title": "big", "text": "x" * 5000, "collectionId": str(cast.handbook.id)})
+    response = api_for(cast.alice).post(
+        "documents.create", {"title": "big", "text": "x" * 5000, "collectionId": str(cast.handbook.id)}
+    )
     assert response.status_code in (400, 413)
     assert response.json()["error"]
 

@@ -1,4 +1,5 @@
 """Fixtures shared by the rag tests: the fake LLM and a small corpus the cast sees differently."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,12 @@ def corpus(cast):
         "owls": DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS),
         "volcano": DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Volcanoes", text=VOLCANO),
         "secret": DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret owls", text=SECRET),
-        "other_team": DocumentFactory(collection=CollectionFactory(team=cast.charlie.team), created_by=cast.charlie,
-                                      title="Their owls", text="Owls hunt mice in another team's barn."),
+        "other_team": DocumentFactory(
+            collection=CollectionFactory(team=cast.charlie.team),
+            created_by=cast.charlie,
+            title="Their owls",
+            text="Owls hunt mice in another team's barn.",
+        ),
     }
     index_documents(document_ids=[d.pk for d in docs.values()])
     return docs

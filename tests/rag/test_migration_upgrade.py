@@ -3,6 +3,7 @@
 Rows go in through the models of the starting state; the upgraded database is read with SQL
 against table names, because models get renamed over time and their tables do not.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -97,21 +98,40 @@ def seed(apps: Apps, *, headings: bool) -> None:
     def document(title: str, text: str, version: int = 1):
         return Document.objects.create(team=team, collection=handbook, created_by=alice, title=title, text=text, version=version)
 
-    def chunk(doc, index: int, text: str, headings: list[str], *, model: str = MODEL, dimension: int = DIMENSION,
-              version: int | None = None) -> None:
+    def chunk(
+        doc,
+        index: int,
+        text: str,
+        headings: list[str],
+        *,
+        model: str = MODEL,
+        dimension: int = DIMENSION,
+        version: int | None = None,
+    ) -> None:
         start = doc.text.find(text)
         Chunk.objects.create(
-            document=doc, team=team, chunk_index=index, chunk_text=text, document_version=version or doc.version,
-            content_hash=hashlib.sha256(text.encode()).hexdigest(), model_id=model,
-            embedding=vector(len(doc.title) + index, dimension), start_offset=start, end_offset=start + len(text),
+            document=doc,
+            team=team,
+            chunk_index=index,
+            chunk_text=text,
+            document_version=version or doc.version,
+            content_hash=hashlib.sha256(text.encode()).hexdigest(),
+            model_id=model,
+            embedding=vector(len(doc.title) + index, dimension),
+            start_offset=start,
+            end_offset=start + len(text),
             metadata={"heading_path": headings, "has_code": False, "has_table": False, "token_count": len(text.split())},
         )
 
-    deploy = document("Deployment guide", "# Deploying\n\nShip it with the release script.\n\n"
-                                          "## Rollbacks\n\nRedeploy the previous tag when a release misbehaves.")
+    deploy = document(
+        "Deployment guide",
+        "# Deploying\n\nShip it with the release script.\n\n## Rollbacks\n\nRedeploy the previous tag when a release misbehaves.",
+    )
     chunk(deploy, 0, "# Deploying\n\nShip it with the release script.", ["Deploying"])
     chunk(deploy, 1, "Redeploy the previous tag when a release misbehaves.", ["Deploying", "Rollbacks"])
-    chunk(deploy, 0, "# Deploying\n\nShip it with the release script.", ["Deploying"], model=OTHER_MODEL, dimension=OTHER_DIMENSION)
+    chunk(
+        deploy, 0, "# Deploying\n\nShip it with the release script.", ["Deploying"], model=OTHER_MODEL, dimension=OTHER_DIMENSION
+    )
     # Edited since it was indexed: its chunks still carry version 1 until the worker catches up.
     onboarding = document("Onboarding", "# First week\n\nMeet your buddy and read the handbook twice.", version=2)
     chunk(onboarding, 0, "Meet your buddy and read the handbook twice.", ["First week"], version=1)
@@ -124,14 +144,18 @@ def seed(apps: Apps, *, headings: bool) -> None:
 
     execute(f"""UPDATE document_embeddings e SET search_vector = {TITLE_HEADINGS_AND_TEXT if headings else TITLE_AND_TEXT}
                 FROM documents_document d WHERE d.id = e.document_id""")
-    execute("UPDATE document_embeddings SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u), 0)")
+    execute(
+        "UPDATE document_embeddings SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u), 0)"
+    )
     if headings:
         execute("""UPDATE document_index_status s SET keyword_length = coalesce(
                        (SELECT sum(e.doc_length) FROM document_embeddings e
                         WHERE e.document_id = s.document_id AND e.model_id = s.model_id), 0)""")
     if "keyword_postings" in connection.introspection.table_names():
-        execute(f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
-                f"{EXPECTED_POSTINGS}")
+        execute(
+            f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
+            f"{EXPECTED_POSTINGS}"
+        )
 
 
 @pytest.fixture
@@ -178,8 +202,10 @@ def test_every_chunk_has_a_keyword_vector_and_its_length(upgrade: Upgrade):
 
 
 def test_headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgrade):
-    (heading_keywords,) = fetch("SELECT array_agg(u.lexeme ORDER BY u.lexeme) FROM document_embeddings, "
-                                "unnest(ts_filter(search_vector, '{b}')) u WHERE chunk_text LIKE 'Redeploy%'")[0]
+    (heading_keywords,) = fetch(
+        "SELECT array_agg(u.lexeme ORDER BY u.lexeme) FROM document_embeddings, "
+        "unnest(ts_filter(search_vector, '{b}')) u WHERE chunk_text LIKE 'Redeploy%'"
+    )[0]
     assert heading_keywords == ["deploy", "rollback"]
 
 
@@ -188,7 +214,10 @@ def test_every_lexeme_of_every_chunk_has_its_posting_with_tf_length_and_version(
 
 
 def test_no_chunk_is_left_without_postings(upgrade: Upgrade):
-    assert fetch("SELECT id FROM document_embeddings e WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)") == []
+    assert (
+        fetch("SELECT id FROM document_embeddings e WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)")
+        == []
+    )
 
 
 def test_each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade):
@@ -198,8 +227,11 @@ def test_each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgra
 
 def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
     def index() -> tuple[list, list, list]:
-        return (fetch("SELECT id, search_vector::text, doc_length FROM document_embeddings ORDER BY id"),
-                sorted(fetch(POSTINGS)), fetch(KEYWORD_LENGTHS))
+        return (
+            fetch("SELECT id, search_vector::text, doc_length FROM document_embeddings ORDER BY id"),
+            sorted(fetch(POSTINGS)),
+            fetch(KEYWORD_LENGTHS),
+        )
 
     upgraded = index()
     refresh_search_vectors(document_ids=[document_id for (document_id,) in fetch("SELECT id FROM documents_document")])

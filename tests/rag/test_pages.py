@@ -1,4 +1,5 @@
 """The /rag page, the document page with its highlighted passage, and sign-in (Django test client)."""
+
 from __future__ import annotations
 
 import re
@@ -58,7 +59,9 @@ def test_the_document_page_highlights_the_cited_passage(signed_in, cast, corpus)
     assert "# Owls\n\n<mark" in html and "</mark> Their soft feathers" in html
 
 
-@pytest.mark.parametrize("query", ["v=1&start=50&end=10", "start=0&end=99999", "start=-1&end=5", "start=a&end=b", "start=" + "9" * 40 + "&end=1"])
+@pytest.mark.parametrize(
+    "query", ["v=1&start=50&end=10", "start=0&end=99999", "start=-1&end=5", "start=a&end=b", "start=" + "9" * 40 + "&end=1"]
+)
 def test_bad_offsets_show_the_document_without_a_highlight(signed_in, cast, corpus, query):
     response = signed_in(cast.bob).get(f"/doc/{corpus['owls'].pk}?{query}")
     assert response.status_code == 200 and b"<mark" not in response.content and b"Barn owls nest" in response.content
@@ -79,8 +82,12 @@ def test_an_invisible_or_missing_document_is_404(signed_in, cast, corpus):
 
 
 def test_document_text_is_shown_as_text_never_as_markup(signed_in, cast):
-    hostile = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="<img src=x onerror=alert(1)>",
-                              text="<script>alert(1)</script>\n\n![pixel](http://tracker.test/p.png)")
+    hostile = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="<img src=x onerror=alert(1)>",
+        text="<script>alert(1)</script>\n\n![pixel](http://tracker.test/p.png)",
+    )
     html = signed_in(cast.bob).get(f"/doc/{hostile.pk}?start=0&end=25").content.decode()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

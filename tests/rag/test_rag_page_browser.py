@@ -4,6 +4,7 @@ Also: a document holding a <script> and remote images (markdown and HTML) is sho
 and the browser neither runs nor fetches anything from it. CAIRN_UPDATE_SCREENSHOT=1 saves the answered
 page as docs/rag-page.png (the README's screenshot).
 """
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,9 @@ def tracker():
 def server(tmp_path):
     # Bag-of-words fake embeddings score a short question against a whole page low; the threshold
     # is lowered to match (the evidence gate itself is tested in tests/rag/test_answers.py).
-    server = GunicornServer(log_path=tmp_path / "gunicorn.log",
-                            extra_env={"RAG_FAKE_LLM_DELAY": "0.04", "RAG_ANSWER_MIN_SCORE": "0.05"}).start()
+    server = GunicornServer(
+        log_path=tmp_path / "gunicorn.log", extra_env={"RAG_FAKE_LLM_DELAY": "0.04", "RAG_ANSWER_MIN_SCORE": "0.05"}
+    ).start()
     yield server
     server.stop()
 
@@ -69,9 +71,13 @@ def library(cast, tracker):
         text = (DEMO_DIR / name).read_text()
         DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=text.splitlines()[0].lstrip("# "), text=text)
     hostile = DocumentFactory(
-        collection=cast.handbook, created_by=cast.alice, title='Pixel policy <img src="' + tracker + '/title.png">',
-        text=("# Pixel policy\n\nThe pixel policy forbids tracking images <script>window.__pwned = 1</script> such as "
-              f"![tracker]({tracker}/markdown.png) or <img src=\"{tracker}/html.png\" onerror=\"window.__pwned = 2\">.\n"),
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title='Pixel policy <img src="' + tracker + '/title.png">',
+        text=(
+            "# Pixel policy\n\nThe pixel policy forbids tracking images <script>window.__pwned = 1</script> such as "
+            f'![tracker]({tracker}/markdown.png) or <img src="{tracker}/html.png" onerror="window.__pwned = 2">.\n'
+        ),
     )
     from documents.models import Document
 
@@ -124,8 +130,10 @@ def ask_and_follow(page, server, tracker, csp_violations, requests, dialogs):
 
     page.locator("button.example", has_text="How many vacation days do I get?").click()
     # Streaming: text shows up while the answer is still being written ...
-    page.wait_for_function("() => { const a = document.querySelector('#answer');"
-                           " return a.classList.contains('streaming') && a.textContent.length > 0; }")
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#answer');"
+        " return a.classList.contains('streaming') && a.textContent.length > 0; }"
+    )
     # ... and the finished answer has its citation links and sources.
     citation = page.locator("#answer a.cite").first
     expect(citation).to_be_visible()
@@ -136,7 +144,9 @@ def ask_and_follow(page, server, tracker, csp_violations, requests, dialogs):
     expect(sources.first).to_contain_text("score")
     expect(page.locator("#status")).to_contain_text("confidence")
     expect(page.locator("#feedback")).to_be_visible()
-    screenshot = ROOT / "docs" / "rag-page.png" if os.environ.get("CAIRN_UPDATE_SCREENSHOT") else server.log_path.with_name("rag-page.png")
+    screenshot = (
+        ROOT / "docs" / "rag-page.png" if os.environ.get("CAIRN_UPDATE_SCREENSHOT") else server.log_path.with_name("rag-page.png")
+    )
     page.screenshot(path=str(screenshot), full_page=True)
 
     page.locator("#feedback button.rate[data-rating='5']").click()
@@ -149,7 +159,9 @@ def ask_and_follow(page, server, tracker, csp_violations, requests, dialogs):
     passage = page.locator("mark#passage")
     expect(passage).to_be_visible()
     expect(passage).to_contain_text("25 days of paid vacation")
-    assert passage.evaluate("element => { const r = element.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }")
+    assert passage.evaluate(
+        "element => { const r = element.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
+    )
 
     # A hostile document: shown as text on the page, in the sources and on its document page.
     page.goto(f"{server.url}/rag")

@@ -1,4 +1,5 @@
 """Small documents the rag tests index: owls everyone reads, a secret, and something unrelated."""
+
 from __future__ import annotations
 
 OWLS = "# Owls\n\nOwls hunt mice at night in the forest. Their soft feathers make their flight silent.\n\nBarn owls nest in old barns."

@@ -1,4 +1,5 @@
 """Create (or refresh) the demo team, users, collections and documents, and print a token."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,8 +57,10 @@ class Command(BaseCommand):
                     created += 1
             owner = User.objects.get(username=user)
             issued = api_token_create(user=owner, scope=TokenScope.WRITE, name="demo token")
-        self.stdout.write(f"Demo data ready: {created} new document(s). Users alice (admin, also in /admin/), bob (reads the Handbook), "
-                          f"charlie (another team); password for all: {DEMO_PASSWORD}")
+        self.stdout.write(
+            f"Demo data ready: {created} new document(s). Users alice (admin, also in /admin/), bob (reads the Handbook), "
+            f"charlie (another team); password for all: {DEMO_PASSWORD}"
+        )
         self.stdout.write(f"API token: {issued.plaintext}")
 
     def _user(self, team: Team, username: str, is_team_admin: bool = False) -> User:

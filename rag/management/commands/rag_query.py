@@ -1,4 +1,5 @@
 """Query playground: the chunks and scores a query retrieves for one user, through the real search."""
+
 from __future__ import annotations
 
 import textwrap
@@ -36,9 +37,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--collection is not a valid id: {collection!r}") from exc
         try:
-            result = search(
-                user=user, query=query.strip(), limit=limit, threshold=threshold, mode=mode, collection_id=collection
-            )
+            result = search(user=user, query=query.strip(), limit=limit, threshold=threshold, mode=mode, collection_id=collection)
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(f"{len(result.hits)} result(s) for {username} ({mode}); latency ms: {result.latency}")

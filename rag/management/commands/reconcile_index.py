@@ -21,6 +21,8 @@ class Command(BaseCommand):
         )
         if fix:
             queued = repair_index(report)
-            self.stdout.write(f"Removed the chunks of {len(report.to_remove)} deleted document(s); queued {queued} document(s) for indexing.")
+            self.stdout.write(
+                f"Removed the chunks of {len(report.to_remove)} deleted document(s); queued {queued} document(s) for indexing."
+            )
         elif any(counts[k] for k in ("missing", "stale", "failed", "orphaned")):
             self.stdout.write("Run with --fix to repair.")

@@ -1,4 +1,5 @@
 """rag.answer and rag.feedback through the API, with the fake LLM at the edge and everything else real."""
+
 from __future__ import annotations
 
 import json
@@ -138,8 +139,11 @@ def test_each_user_gets_answers_only_from_what_they_may_read(cast, api_for, corp
 
 def test_an_invisible_collection_or_document_is_404(cast, api_for, corpus, fake_llm):
     bob = api_for(cast.bob)
-    for body in ({"collectionId": str(cast.private.id)}, {"documentId": str(corpus["secret"].id)},
-                 {"documentId": str(corpus["other_team"].id)}):
+    for body in (
+        {"collectionId": str(cast.private.id)},
+        {"documentId": str(corpus["secret"].id)},
+        {"documentId": str(corpus["other_team"].id)},
+    ):
         response = ask(bob, **body)
         assert response.status_code == 404 and response.json()["error"] == "not_found"
     assert fake_llm.calls == []
@@ -147,9 +151,13 @@ def test_an_invisible_collection_or_document_is_404(cast, api_for, corpus, fake_
 
 def test_collection_and_document_filters_narrow_the_passages(cast, api_for, corpus, fake_llm):
     fake_llm.response = "See [1]."
-    data = api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice", "collectionId": str(cast.private.id)}).json()["data"]
+    data = (
+        api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice", "collectionId": str(cast.private.id)}).json()["data"]
+    )
     assert data["citations"][0]["document"]["title"] == "Secret owls"
-    data = api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice", "documentId": str(corpus["owls"].id)}).json()["data"]
+    data = (
+        api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice", "documentId": str(corpus["owls"].id)}).json()["data"]
+    )
     assert {c["document"]["title"] for c in data["citations"]} == {"Owls"}
 
 
@@ -167,7 +175,9 @@ def test_the_prompt_never_contains_a_passage_the_caller_may_not_see(db, fake_llm
     markers = {d.pk.hex: d.pk for d in docs}
     seen_passages = 0
     for user in users[:20]:
-        allowed = {d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)}
+        allowed = {
+            d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)
+        }
         fake_llm.reset()
 
         retrieval = retrieve(user=user, query="owls hunt mice and bees pollinate orchards", limit=20)
@@ -227,7 +237,6 @@ def test_a_client_that_accepts_only_event_streams_gets_a_non_streamed_answer_as_
 
 
 def test_a_reader_who_leaves_mid_stream_still_leaves_a_query_log(cast, corpus, fake_llm):
-
     events = answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=QUESTION))
     assert next(events)[0] == "token"
     events.close()
@@ -236,7 +245,6 @@ def test_a_reader_who_leaves_mid_stream_still_leaves_a_query_log(cast, corpus, f
 
 
 def test_an_unexpected_failure_inside_the_stream_becomes_an_error_event(cast, api_for, corpus, fake_llm, monkeypatch):
-
     monkeypatch.setattr(answer_flow, "answer_html", lambda *a, **k: 1 / 0)
     events = events_of(api_for(cast.bob).post("rag.answer", {"query": QUESTION, "stream": True}))
     assert events[-1] == ("error", {"error": "server_error", "message": "The answer could not be completed."})
@@ -245,10 +253,21 @@ def test_an_unexpected_failure_inside_the_stream_becomes_an_error_event(cast, ap
 @pytest.mark.parametrize(
     "body",
     [
-        {}, {"query": "ab"}, {"query": 42}, {"query": None}, {"query": "x" * 5000}, {"query": "owls\x00"},
-        {"query": "owls", "limit": 0}, {"query": "owls", "limit": 21}, {"query": "owls", "limit": 10**15},
-        {"query": "owls", "limit": "5"}, {"query": "owls", "limit": True}, {"query": "owls", "stream": "maybe"},
-        {"query": "owls", "collectionId": "nope"}, {"query": "owls", "documentId": {"id": 7}}, {"query": "owls", "documentId": ["a"]},
+        {},
+        {"query": "ab"},
+        {"query": 42},
+        {"query": None},
+        {"query": "x" * 5000},
+        {"query": "owls\x00"},
+        {"query": "owls", "limit": 0},
+        {"query": "owls", "limit": 21},
+        {"query": "owls", "limit": 10**15},
+        {"query": "owls", "limit": "5"},
+        {"query": "owls", "limit": True},
+        {"query": "owls", "stream": "maybe"},
+        {"query": "owls", "collectionId": "nope"},
+        {"query": "owls", "documentId": {"id": 7}},
+        {"query": "owls", "documentId": ["a"]},
     ],
 )
 def test_bad_input_gets_400_invalid_query(cast, api_for, corpus, fake_llm, body):
@@ -298,8 +317,17 @@ def test_feedback_is_recorded_for_your_own_answer(cast, api_for, corpus, fake_ll
 
 @pytest.mark.parametrize(
     "body",
-    [{"rating": 0}, {"rating": 6}, {"rating": "5"}, {"rating": 4.5}, {"rating": True}, {}, {"rating": 3, "comment": "x" * 2001},
-     {"rating": 3, "answerId": "not-a-uuid"}, {"rating": 3, "comment": ["a"]}],
+    [
+        {"rating": 0},
+        {"rating": 6},
+        {"rating": "5"},
+        {"rating": 4.5},
+        {"rating": True},
+        {},
+        {"rating": 3, "comment": "x" * 2001},
+        {"rating": 3, "answerId": "not-a-uuid"},
+        {"rating": 3, "comment": ["a"]},
+    ],
 )
 def test_bad_feedback_gets_400(cast, api_for, corpus, fake_llm, body):
     bob = api_for(cast.bob)
@@ -328,7 +356,6 @@ def test_the_schema_documents_the_answer_endpoints(client, db):
     assert "/api/rag.answer" in body and "/api/rag.feedback" in body
 
 
-
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
@@ -346,7 +373,6 @@ def test_a_bad_answer_setting_fails_at_start_up(name, value, message):
 
 
 def test_a_reranker_that_drops_or_repeats_candidates_loses_none(settings, monkeypatch):
-
     settings.RAG_LLM_PROVIDER = "fake"
     settings.RAG_RERANK_MODEL = "fake-rerank"
     monkeypatch.setattr(fakes.fake_llm("fake-rerank"), "rerank", lambda query, documents, top_n: [(2, 0.9), (2, 0.8), (0, 0.5)])

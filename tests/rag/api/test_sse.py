@@ -1,4 +1,5 @@
 """rag.answer's Server-Sent Events over a real HTTP connection to gunicorn, read event by event."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ TOKEN_DELAY = 0.15  # seconds the fake LLM waits before each piece of text
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker, tmp_path_factory):
-    server = GunicornServer(log_path=tmp_path_factory.mktemp("sse") / "gunicorn.log",
-                            extra_env={"RAG_FAKE_LLM_DELAY": str(TOKEN_DELAY)}).start()
+    server = GunicornServer(
+        log_path=tmp_path_factory.mktemp("sse") / "gunicorn.log", extra_env={"RAG_FAKE_LLM_DELAY": str(TOKEN_DELAY)}
+    ).start()
     yield server
     server.stop()
 
@@ -44,8 +46,13 @@ def test_events_arrive_one_by_one_over_http(cast, server):
     index_documents(document_ids=[doc.pk])
     token = api_token_create(user=cast.bob).plaintext
     started = time.monotonic()
-    with httpx.stream("POST", f"{server.url}/api/rag.answer", json={"query": "What do owls hunt at night?", "stream": True},
-                      headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}, timeout=30) as response:
+    with httpx.stream(
+        "POST",
+        f"{server.url}/api/rag.answer",
+        json={"query": "What do owls hunt at night?", "stream": True},
+        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
         assert response.headers["cache-control"] == "no-cache, no-transform"
@@ -70,8 +77,13 @@ def test_an_error_before_the_stream_is_an_error_event_with_its_status(cast, serv
     doc = DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret", text=OWLS)
     index_documents(document_ids=[doc.pk])
     token = api_token_create(user=cast.bob).plaintext
-    with httpx.stream("POST", f"{server.url}/api/rag.answer", json={"query": "owls hunt mice", "stream": True, "documentId": str(doc.pk)},
-                      headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}, timeout=30) as response:
+    with httpx.stream(
+        "POST",
+        f"{server.url}/api/rag.answer",
+        json={"query": "owls hunt mice", "stream": True, "documentId": str(doc.pk)},
+        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
         assert response.status_code == 404
         events = read_events(response)
     assert [(name, data) for _, name, data in events] == [("error", {"error": "not_found", "message": "Document not found."})]

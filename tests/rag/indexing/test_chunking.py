@@ -31,10 +31,7 @@ def minilm() -> HFTokenCounter:
 
 def sentences(n: int, words_per_sentence: int = 5, prefix: str = "S") -> str:
     # Capitalised: a full stop followed by a lower-case word is not taken as a sentence end.
-    return " ".join(
-        " ".join([f"{prefix}{i}"] + ["w"] * (words_per_sentence - 2) + ["end."])
-        for i in range(n)
-    )
+    return " ".join(" ".join([f"{prefix}{i}"] + ["w"] * (words_per_sentence - 2) + ["end."]) for i in range(n))
 
 
 def assert_well_formed(doc: str, chunks: list[TextChunk], counter: object, max_tokens: int) -> None:
@@ -45,7 +42,7 @@ def assert_well_formed(doc: str, chunks: list[TextChunk], counter: object, max_t
         assert chunk.token_count <= max_tokens
     real = counter.count([c.text for c in chunks])  # type: ignore[attr-defined]
     assert [c.token_count for c in chunks] == real
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in zip(chunks, chunks[1:], strict=False):
         assert previous.start < current.start and previous.end < current.end
     covered = set()
     for chunk in chunks:
@@ -171,7 +168,7 @@ def test_overlap_is_whole_sentences_and_bounded() -> None:
     chunks = chunk_markdown(doc, counter=WORDS, chunk_size=40, overlap=12, min_tokens=0)
     assert len(chunks) > 2
     assert_well_formed(doc, chunks, WORDS, 40)
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in zip(chunks, chunks[1:], strict=False):
         shared = doc[current.start : previous.end]
         assert current.start < previous.end
         assert len(shared.split()) == 10  # two whole 5-word sentences fit in 12
@@ -181,7 +178,7 @@ def test_overlap_is_whole_sentences_and_bounded() -> None:
 def test_overlap_zero_means_disjoint_spans() -> None:
     doc = sentences(30)
     chunks = chunk_markdown(doc, counter=WORDS, chunk_size=40, overlap=0, min_tokens=0)
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in zip(chunks, chunks[1:], strict=False):
         assert previous.end < current.start
 
 
@@ -190,7 +187,7 @@ def test_overlap_stays_within_section() -> None:
     chunks = chunk_markdown(doc, counter=WORDS, chunk_size=25, overlap=10, min_tokens=0)
     first_b = next(c for c in chunks if c.heading_path == ["B"])
     assert first_b.text.startswith("# B")
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in zip(chunks, chunks[1:], strict=False):
         if previous.heading_path != current.heading_path:
             assert previous.end < current.start
 
@@ -338,10 +335,7 @@ def random_markdown(rng: random.Random) -> str:
             parts.append(f"{fence}{rng.choice(['', 'python'])}\n{body}\n{fence}")
         elif kind < 0.33:
             parts.append(
-                "\n".join(
-                    "| " + " | ".join(rng.choice(VOCAB) for _ in range(3)) + " |"
-                    for _ in range(rng.randint(1, 50))
-                )
+                "\n".join("| " + " | ".join(rng.choice(VOCAB) for _ in range(3)) + " |" for _ in range(rng.randint(1, 50)))
             )
         elif kind < 0.40:
             parts.append("\n".join(f"- {random_sentence(rng)}" for _ in range(rng.randint(1, 20))))
@@ -361,15 +355,23 @@ def test_random_markdown_invariants(seed: int, minilm: HFTokenCounter) -> None:
     overlap = rng.choice([0, 8, 50])
     min_tokens = rng.choice([0, 16, 32])
     chunks = chunk_markdown(
-        doc, counter=minilm, chunk_size=rng.choice([40, 200, 500]), overlap=overlap,
-        max_tokens=max_tokens, min_tokens=min_tokens,
+        doc,
+        counter=minilm,
+        chunk_size=rng.choice([40, 200, 500]),
+        overlap=overlap,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
     )
     if not doc.strip():
         assert chunks == []
     assert_well_formed(doc, chunks, minilm, max_tokens)
     again = chunk_markdown(
-        doc, counter=minilm, chunk_size=chunks[0].token_count if False else 500, overlap=overlap,
-        max_tokens=max_tokens, min_tokens=min_tokens,
+        doc,
+        counter=minilm,
+        chunk_size=chunks[0].token_count if False else 500,
+        overlap=overlap,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
     )
     assert again == chunk_markdown(
         doc, counter=minilm, chunk_size=500, overlap=overlap, max_tokens=max_tokens, min_tokens=min_tokens

@@ -1,4 +1,5 @@
 """Keyword postings, the inverted index keyword search reads, follow a document's chunks."""
+
 from __future__ import annotations
 
 from django.db import connection
@@ -26,8 +27,12 @@ def expected_postings(document) -> set[tuple[int, str, int, int]]:
 
 
 def test_postings_follow_the_chunks_through_edits_renames_and_removal(cast):
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls",
-                          text="# Owls\n\nOwls hunt mice at night. Owls are quiet hunters.")
+    doc = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Owls",
+        text="# Owls\n\nOwls hunt mice at night. Owls are quiet hunters.",
+    )
     index_documents(document_ids=[doc.pk])
     first = postings_of(doc)
     assert first == expected_postings(doc)

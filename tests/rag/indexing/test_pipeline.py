@@ -1,4 +1,5 @@
 """Indexing in-process (eager tasks): chunks always match the current version of each document."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,7 @@ from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.embeddings import get_embedding_provider
 from tests.factories import DocumentFactory
 
-LONG_TEXT = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + "Sentence about topic %d. " % i * 40 for i in range(6))
+LONG_TEXT = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + f"Sentence about topic {i}. " * 40 for i in range(6))
 
 
 def chunks_of(document, model_id="fake-embedding"):
@@ -104,7 +105,7 @@ def test_a_stale_version_is_never_swapped_in(cast):
     type(doc).objects.filter(pk=doc.pk).update(text="New text about bats.", version=2)
     chunks = chunk_document(stale, get_embedding_provider())
     hashes = [content_hash(embedding_input(c)) for c in chunks]
-    vectors = dict(zip(hashes, get_embedding_provider().embed([embedding_input(c) for c in chunks])))
+    vectors = dict(zip(hashes, get_embedding_provider().embed([embedding_input(c) for c in chunks]), strict=False))
     assert swap_chunks(stale, chunks, hashes, vectors, "fake-embedding") is False
     assert chunks_of(doc) == []
 
@@ -133,7 +134,13 @@ def test_a_dimension_mismatch_is_refused_with_a_clear_message(cast, settings, re
     reset_provider_cache()
     respx_mock.post("http://llm.test/embeddings").mock(
         side_effect=lambda request: __import__("httpx").Response(
-            200, json={"data": [{"index": i, "embedding": [0.1] * 1536} for i in range(len(__import__("json").loads(request.content)["input"]))]}
+            200,
+            json={
+                "data": [
+                    {"index": i, "embedding": [0.1] * 1536}
+                    for i in range(len(__import__("json").loads(request.content)["input"]))
+                ]
+            },
         )
     )
     doc = DocumentFactory(collection=cast.handbook, text="Short text.")
@@ -234,12 +241,15 @@ def test_rag_query_prints_what_a_user_may_retrieve(cast, capsys):
     assert "Secret owls" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nobody", "owls"], "No user named"),
-    (["bob", "owls", "--limit", "99"], "--limit"),
-    (["bob", "owls", "--collection", "not-a-uuid"], "not a valid id"),
-    (["bob", "owls hunt"], "no_embeddings"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nobody", "owls"], "No user named"),
+        (["bob", "owls", "--limit", "99"], "--limit"),
+        (["bob", "owls", "--collection", "not-a-uuid"], "not a valid id"),
+        (["bob", "owls hunt"], "no_embeddings"),
+    ],
+)
 def test_rag_query_explains_bad_arguments(cast, args, message):
     from django.core.management.base import CommandError
 

@@ -1,4 +1,5 @@
 """A real Redis broker and a real Celery worker process, indexing what the API writes."""
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,23 @@ class Worker:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=" + os.environ.get("CAIRN_WORKER_LOGLEVEL", "warning"), "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=self.env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(os.environ.get("CAIRN_WORKER_LOG", os.devnull), "ab"),
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "--loglevel=" + os.environ.get("CAIRN_WORKER_LOGLEVEL", "warning"),
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.environ.get("CAIRN_WORKER_LOG", os.devnull), "ab"),
         )
 
     def kill(self) -> None:
@@ -117,24 +133,46 @@ def test_the_worker_leaves_exactly_the_current_versions_chunks(cast, api_for, wo
     alice = api_for(cast.alice)
     ids = []
     for i in range(4):
-        response = alice.post("documents.create", {"title": f"Doc {i}", "text": f"# Doc {i}\n\nFirst draft about topic {i}.", "collectionId": str(cast.handbook.id), "publish": True})
+        response = alice.post(
+            "documents.create",
+            {
+                "title": f"Doc {i}",
+                "text": f"# Doc {i}\n\nFirst draft about topic {i}.",
+                "collectionId": str(cast.handbook.id),
+                "publish": True,
+            },
+        )
         ids.append(response.json()["data"]["id"])
     for round_ in range(3):  # rapid edits
         for doc_id in ids:
-            alice.post("documents.update", {"id": doc_id, "text": f"# Revised\n\nRevision {round_} of {doc_id}.\n\n" + "More words here. " * 30 * (round_ + 1)})
+            alice.post(
+                "documents.update",
+                {
+                    "id": doc_id,
+                    "text": f"# Revised\n\nRevision {round_} of {doc_id}.\n\n" + "More words here. " * 30 * (round_ + 1),
+                },
+            )
     documents = list(Document.objects.filter(pk__in=ids))
     wait_until(lambda: fully_indexed(documents), 60, "the worker did not index every document at its current version")
     assert_exactly_current_chunks(documents)
     assert all(d.version == 4 for d in Document.objects.filter(pk__in=ids))
-    assert all("Revision 2" in c for c in Chunk.objects.filter(document_id__in=ids, chunk_index=0).values_list("chunk_text", flat=True))
+    assert all(
+        "Revision 2" in c for c in Chunk.objects.filter(document_id__in=ids, chunk_index=0).values_list("chunk_text", flat=True)
+    )
 
 
 def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(cast, worker_factory, broker):
     from rag import tasks
 
     documents = [
-        Document.objects.create(team=cast.alice.team, collection=cast.handbook, title=f"Batch {i}", created_by=cast.alice,
-                                text=f"# Batch {i}\n\n" + f"Paragraph {i} about things. " * 60, published_at=cast.handbook.created_at)
+        Document.objects.create(
+            team=cast.alice.team,
+            collection=cast.handbook,
+            title=f"Batch {i}",
+            created_by=cast.alice,
+            text=f"# Batch {i}\n\n" + f"Paragraph {i} about things. " * 60,
+            published_at=cast.handbook.created_at,
+        )
         for i in range(12)
     ]
     # Slow embedding and a short visibility timeout, so the kill lands mid-batch and the

@@ -1,4 +1,5 @@
 """Embedding providers: one retry layer for transient failures, fast failure for permanent ones."""
+
 from __future__ import annotations
 
 import httpx
@@ -21,7 +22,9 @@ BASE = "http://llm.test"
 
 def embeddings_response(request: httpx.Request, dimension: int = 384) -> httpx.Response:
     texts = __import__("json").loads(request.content)["input"]
-    return httpx.Response(200, json={"data": [{"index": i, "embedding": [1.0] + [0.0] * (dimension - 1)} for i in range(len(texts))]})
+    return httpx.Response(
+        200, json={"data": [{"index": i, "embedding": [1.0] + [0.0] * (dimension - 1)} for i in range(len(texts))]}
+    )
 
 
 @pytest.fixture
@@ -101,7 +104,9 @@ def test_texts_are_sent_in_batches_of_rag_batch_size(settings, sleeps, respx_moc
 
 
 def test_indexing_rides_out_a_rate_limit(cast, proxy, sleeps, respx_mock):
-    respx_mock.post(f"{BASE}/embeddings").mock(side_effect=[httpx.Response(429, headers={"Retry-After": "1"}), embeddings_response])
+    respx_mock.post(f"{BASE}/embeddings").mock(
+        side_effect=[httpx.Response(429, headers={"Retry-After": "1"}), embeddings_response]
+    )
     document = DocumentFactory(collection=cast.handbook, text="# Title\n\nSome text to embed.")
     index_documents(document_ids=[document.pk])
     status = IndexStatus.objects.get(document=document, model_id="text-embedding-3-small")
@@ -131,7 +136,9 @@ def test_the_local_model_embeds_offline_and_related_sentences_score_higher(setti
     reset_provider_cache()
     provider = get_embedding_provider()
     query, related, unrelated = np.array(
-        provider.embed(["How do I reset my password?", "Steps to change a forgotten account password", "The recipe needs two cups of flour"])
+        provider.embed(
+            ["How do I reset my password?", "Steps to change a forgotten account password", "The recipe needs two cups of flour"]
+        )
     )
     assert query.shape == (384,)
     assert np.allclose([np.linalg.norm(v) for v in (query, related, unrelated)], 1.0, atol=1e-5)

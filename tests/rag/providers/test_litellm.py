@@ -1,4 +1,5 @@
 """The real LiteLLM client against a mocked provider over HTTP (respx): streaming, one retry, timeouts, rerank."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,23 @@ CHAT = "http://llm.test/v1/chat/completions"
 
 
 def chat_stream(*pieces: str) -> httpx.Response:
-    body = "".join(
-        "data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                               "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}) + "\n\n"
-        for piece in pieces
-    ) + "data: [DONE]\n\n"
+    body = (
+        "".join(
+            "data: "
+            + json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
+            )
+            + "\n\n"
+            for piece in pieces
+        )
+        + "data: [DONE]\n\n"
+    )
     return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
 
 
@@ -45,7 +58,9 @@ def test_a_streamed_litellm_answer_is_cited(cast, api_for, corpus, litellm_setti
 
 
 def test_one_retry_then_the_extractive_fallback(cast, api_for, corpus, litellm_settings, respx_mock):
-    route = respx_mock.post(CHAT).mock(side_effect=[httpx.Response(503, json={"error": {"message": "busy"}}), chat_stream("Fine [1].")])
+    route = respx_mock.post(CHAT).mock(
+        side_effect=[httpx.Response(503, json={"error": {"message": "busy"}}), chat_stream("Fine [1].")]
+    )
     assert api_for(cast.bob).post("rag.answer", {"query": QUESTION}).json()["data"]["mode"] == "generated"
     assert route.call_count == 2, "litellm and the OpenAI SDK must not retry on their own"
     route.side_effect = None
@@ -70,10 +85,18 @@ def test_the_litellm_reranker_reorders_and_a_failing_one_is_ignored(cast, api_fo
     litellm_settings.RAG_RERANK_MODEL = "cohere/rerank-test"
     litellm_settings.RAG_LLM_BASE_URL = "http://llm.test"
     respx_mock.post("http://llm.test/chat/completions").mock(return_value=chat_stream("See [1]."))
-    rerank = respx_mock.post("http://llm.test/v2/rerank").mock(side_effect=lambda request: httpx.Response(200, json={
-        "id": "r", "meta": {},
-        "results": [{"index": i, "relevance_score": 0.1 + i / 100} for i in range(len(json.loads(request.content)["documents"]))],
-    }))
+    rerank = respx_mock.post("http://llm.test/v2/rerank").mock(
+        side_effect=lambda request: httpx.Response(
+            200,
+            json={
+                "id": "r",
+                "meta": {},
+                "results": [
+                    {"index": i, "relevance_score": 0.1 + i / 100} for i in range(len(json.loads(request.content)["documents"]))
+                ],
+            },
+        )
+    )
     data = api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice"}).json()["data"]
     documents = json.loads(rerank.calls[0].request.content)["documents"]
     # The mocked reranker likes the last candidate best: it becomes passage [1], with the reranker's score.

@@ -1,4 +1,5 @@
 """Keyword search's BM25 scores against a reference computed in Python over only the viewer's chunks."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,9 @@ def reference_bm25(user, query: str) -> dict[int, float]:
     from documents.models import Document
 
     visible = dict(Document.objects.visible_to(user).values_list("id", "version"))
-    chunks = [c for c in Chunk.objects.filter(model_id=MODEL, document_id__in=visible) if c.document_version == visible[c.document_id]]
+    chunks = [
+        c for c in Chunk.objects.filter(model_id=MODEL, document_id__in=visible) if c.document_version == visible[c.document_id]
+    ]
     with connection.cursor() as cursor:
         cursor.execute("SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))", [TEXT_SEARCH_CONFIG, query])
         terms = [r[0] for r in cursor.fetchall()]
@@ -38,7 +41,9 @@ def reference_bm25(user, query: str) -> dict[int, float]:
         matched = [t for t in terms if t in freqs]
         if matched:
             scores[chunk_id] = sum(
-                math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * freqs[t] * (K1 + 1)
+                math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                * freqs[t]
+                * (K1 + 1)
                 / (freqs[t] + K1 * (1 - B + B * lengths[chunk_id] / avgdl))
                 for t in matched
             )
@@ -56,7 +61,9 @@ def test_bm25_scores_match_a_reference_over_only_the_viewers_chunks(cast, viewer
         "private2": "Owls and more owls, mice and more mice.",
     }
     docs = [
-        DocumentFactory(collection=cast.private if key.startswith("private") else cast.handbook, created_by=cast.alice, title=key, text=text)
+        DocumentFactory(
+            collection=cast.private if key.startswith("private") else cast.handbook, created_by=cast.alice, title=key, text=text
+        )
         for key, text in texts.items()
     ]
     index_documents(document_ids=[d.pk for d in docs])

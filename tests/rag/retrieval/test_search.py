@@ -1,4 +1,5 @@
 """rag.search, rag.status and rag.embed through the API, with the cast and a random permission matrix."""
+
 from __future__ import annotations
 
 import random
@@ -24,17 +25,41 @@ from tests.factories import (
 )
 
 MODES = ["vector", "keyword", "hybrid"]
-TOPICS = ["owls hunt mice at night", "volcanoes erupt molten lava", "sourdough bread needs starter",
-          "glaciers carve deep valleys", "bees pollinate apple orchards", "comets have icy tails"]
+TOPICS = [
+    "owls hunt mice at night",
+    "volcanoes erupt molten lava",
+    "sourdough bread needs starter",
+    "glaciers carve deep valleys",
+    "bees pollinate apple orchards",
+    "comets have icy tails",
+]
 
 
 @pytest.fixture
 def corpus(cast):
     docs = {
-        "handbook": DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text="# Owls\n\nOwls hunt mice at night in the forest."),
-        "private": DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret owls", text="# Secret\n\nOwls secretly hunt mice in the private barn."),
-        "draft": DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Draft owls", text="Owls hunt mice, a draft.", published_at=None),
-        "other_team": DocumentFactory(collection=CollectionFactory(team=cast.charlie.team), created_by=cast.charlie, title="Their owls", text="Owls hunt mice in another team."),
+        "handbook": DocumentFactory(
+            collection=cast.handbook, created_by=cast.alice, title="Owls", text="# Owls\n\nOwls hunt mice at night in the forest."
+        ),
+        "private": DocumentFactory(
+            collection=cast.private,
+            created_by=cast.alice,
+            title="Secret owls",
+            text="# Secret\n\nOwls secretly hunt mice in the private barn.",
+        ),
+        "draft": DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title="Draft owls",
+            text="Owls hunt mice, a draft.",
+            published_at=None,
+        ),
+        "other_team": DocumentFactory(
+            collection=CollectionFactory(team=cast.charlie.team),
+            created_by=cast.charlie,
+            title="Their owls",
+            text="Owls hunt mice in another team.",
+        ),
     }
     index_documents(document_ids=[d.pk for d in docs.values()])
     return docs
@@ -62,14 +87,20 @@ def test_a_result_has_the_documented_shape(cast, api_for, corpus, mode):
     assert set(item["document"]) == {"id", "title", "url", "collectionId", "updatedAt"}
     assert "Owls hunt mice" in item["context"]
     assert body["pagination"] == {"limit": 10, "total": len(body["data"])}
-    without = api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": mode, "includeContext": False, "threshold": 0})
+    without = api_for(cast.bob).post(
+        "rag.search", {"query": "owls hunt mice", "mode": mode, "includeContext": False, "threshold": 0}
+    )
     assert without.json()["data"][0]["context"] is None
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_invisible_collection_or_document_is_404(cast, api_for, corpus, mode):
     bob = api_for(cast.bob)
-    for body in ({"collectionId": str(cast.private.id)}, {"documentId": str(corpus["private"].id)}, {"documentId": str(corpus["other_team"].id)}):
+    for body in (
+        {"collectionId": str(cast.private.id)},
+        {"documentId": str(corpus["private"].id)},
+        {"documentId": str(corpus["other_team"].id)},
+    ):
         response = bob.post("rag.search", {"query": "owls hunt mice", "mode": mode, **body})
         assert response.status_code == 404 and response.json()["error"] == "not_found"
 
@@ -134,7 +165,14 @@ def test_bad_input_gets_400_invalid_query(cast, api_for, corpus, body):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "query",
-    ["owls & | ! ( ) : * mice", "'; DROP TABLE document_embeddings; --", "owl's \\ \"mice\"", "<-> <2> !!!", "the and of", "::vector"],
+    [
+        "owls & | ! ( ) : * mice",
+        "'; DROP TABLE document_embeddings; --",
+        'owl\'s \\ "mice"',
+        "<-> <2> !!!",
+        "the and of",
+        "::vector",
+    ],
 )
 def test_sql_and_tsquery_metacharacters_are_just_text(cast, api_for, corpus, mode, query):
     response = api_for(cast.alice).post("rag.search", {"query": query, "mode": mode})
@@ -169,7 +207,10 @@ def test_an_unreachable_embedding_provider_is_503(cast, api_for, corpus, setting
 
 
 def test_too_many_requests_get_429_with_retry_after(cast, api_for, corpus, settings):
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "1000/min", "anon": "10/min", "rag": "2/min"}}
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"user": "1000/min", "anon": "10/min", "rag": "2/min"},
+    }
     from rest_framework.throttling import ScopedRateThrottle
 
     ScopedRateThrottle.THROTTLE_RATES = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
@@ -230,7 +271,9 @@ def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings)
     index_documents(document_ids=[d.pk for d in docs if d.deleted_at is None])
     cache.clear()
     for user in users[:18]:
-        allowed = {d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)}
+        allowed = {
+            d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)
+        }
         for mode in MODES:
             result = search(user=user, query="owls and bees in apple orchards", limit=20, threshold=0.0, mode=mode)
             found = {h.document_id for h in result.hits}
@@ -240,8 +283,15 @@ def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings)
         exact, visible_chunks = _exact_top(user, vector, "fake-embedding", 20)
         scope = search_scope(user=user)
         scope_chunks = scope_index_stats(scope, model_id="fake-embedding").chunks
-        got = vector_ranking(scope=scope, vector=vector, model_id="fake-embedding", dimension=384, limit=20, threshold=-1.0,
-                             scope_chunks=scope_chunks)
+        got = vector_ranking(
+            scope=scope,
+            vector=vector,
+            model_id="fake-embedding",
+            dimension=384,
+            limit=20,
+            threshold=-1.0,
+            scope_chunks=scope_chunks,
+        )
         assert len(got) == min(20, visible_chunks), "short page"
         # Texts repeat, so compare scores (ties make ids ambiguous): a hit counts if it scores
         # at least the exact k-th best.
@@ -268,8 +318,12 @@ def test_each_search_is_logged_with_its_latency_split_but_not_its_text(cast, api
 def test_keyword_search_matches_a_chunk_by_the_headings_above_it(cast, api_for):
     intro = " ".join(["Volcanoes form where magma reaches the surface of the crust."] * 30)
     safety = " ".join(["Keep a safe distance and wear a respirator mask near the vents."] * 30)
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Field guide",
-                          text=f"# Volcanoes\n\n{intro}\n\n## Safety\n\n{safety}")
+    doc = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Field guide",
+        text=f"# Volcanoes\n\n{intro}\n\n## Safety\n\n{safety}",
+    )
     index_documents(document_ids=[doc.pk])
     chunks = Chunk.objects.filter(document=doc).order_by("chunk_index")
     safety_chunk = next(c for c in chunks if "## Safety" in c.chunk_text)
@@ -283,7 +337,11 @@ def test_hybrid_search_ranks_by_keyword_on_a_second_connection_with_the_same_res
     # Committed data (a transactional test): the keyword ranking's own connection must see it.
     settings.RAG_CONCURRENT_SEARCH = True
     request.addfinalizer(close_background_connections)
-    for user, expected in ((cast.alice, {"Owls", "Secret owls", "Draft owls"}), (cast.bob, {"Owls"}), (cast.charlie, {"Their owls"})):
+    for user, expected in (
+        (cast.alice, {"Owls", "Secret owls", "Draft owls"}),
+        (cast.bob, {"Owls"}),
+        (cast.charlie, {"Their owls"}),
+    ):
         overlapped = search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
         assert "keyword_wait_ms" in overlapped.latency, "the keyword ranking ran on the search thread"
         assert {d.title for d in overlapped.documents.values()} == expected
@@ -291,7 +349,9 @@ def test_hybrid_search_ranks_by_keyword_on_a_second_connection_with_the_same_res
         serial = search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
         settings.RAG_CONCURRENT_SEARCH = True
         assert "keyword_wait_ms" not in serial.latency
-        assert [(h.chunk_id, round(h.score, 9)) for h in overlapped.hits] == [(h.chunk_id, round(h.score, 9)) for h in serial.hits]
+        assert [(h.chunk_id, round(h.score, 9)) for h in overlapped.hits] == [
+            (h.chunk_id, round(h.score, 9)) for h in serial.hits
+        ]
 
 
 def test_inside_a_transaction_hybrid_search_stays_on_its_own_connection(cast, corpus, settings):
