@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test install install-dev worker bench clean
+.PHONY: run test check install install-dev worker bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,14 @@ run: install
 	@echo 'Try:       curl -H "Authorization: Bearer $$TOKEN" -X POST http://$(HOST):$(PORT)/api/documents.list'
 	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 
-test: install-dev
+test: check
 	$(PY) -m pytest
+
+# Lint, format and types; the import rules run inside the suite (tests/test_architecture.py).
+check: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m mypy
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=info

@@ -94,7 +94,7 @@ def build_standalone(docs: int) -> dict:
         started = time.perf_counter()
         index_documents(document_ids=[d.pk for d in created])
         print(f"  indexed {len(created)} documents in {time.perf_counter() - started:.0f}s", file=sys.stderr)
-    reader = User.objects.filter(team=team).order_by("date_joined").first()
+    reader = User.objects.filter(team=team).earliest("date_joined")  # made above with the team
     token = api_token_create(user=reader, scope=TokenScope.READ, name="answer bench").plaintext
     return {"database": STANDALONE_DATABASE, "token": token}
 
@@ -318,7 +318,9 @@ def main() -> None:
     from rag.models import Chunk, QueryLog
 
     token_row = ApiToken.objects.select_related("user").get(prefix=token_prefix(corpus["token"]))
-    chunks = Chunk.objects.filter(team_id=token_row.user.team_id, model_id=model).count()
+    team_id = token_row.user.team_id
+    # A user without a team has no chunks.
+    chunks = Chunk.objects.filter(team_id=team_id, model_id=model).count() if team_id is not None else 0
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(
         f"corpus: {source}, database {corpus['database']}, {chunks} chunks of {model} in the user's team, user {token_row.user.username}"

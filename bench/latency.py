@@ -18,6 +18,7 @@ Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -172,7 +173,7 @@ def build(chunks: int) -> dict:
             # VACUUM sets the visibility map, so keyword postings are read index-only from the start
             # (autovacuum does the same for a live server after its first inserts).
             cursor.execute("VACUUM ANALYZE")
-    reader = User.objects.filter(team=team).first()
+    reader = User.objects.filter(team=team).earliest("pk")  # the team's one user, made above with it
     token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
     visible = Chunk.objects.filter(document__in=Document.objects.visible_to(reader), model_id=MODEL).count()
     return {
@@ -284,13 +285,13 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
     provider_vectors = [embed_query(q) for q in queries[:n]]
     recalls, short, hnsw_ms, exact_ms = [], 0, [], []
     # The scope's chunk count picks the path: none is below any exact-search limit, 10**9 above it.
-    rank = {"scope": scope, "model_id": MODEL, "dimension": 384, "limit": 10, "threshold": -1}
+    rank = functools.partial(vector_ranking, scope=scope, model_id=MODEL, dimension=384, limit=10, threshold=-1)
     for vector in provider_vectors:
         started = time.perf_counter()
-        exact = vector_ranking(vector=vector, scope_chunks=0, **rank)
+        exact = rank(vector=vector, scope_chunks=0)
         exact_ms.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        hnsw = vector_ranking(vector=vector, scope_chunks=10**9, **rank)
+        hnsw = rank(vector=vector, scope_chunks=10**9)
         hnsw_ms.append((time.perf_counter() - started) * 1000)
         short += len(hnsw) < 10
         # Ties between copies are possible; a hit counts if it scores at least the exact 10th best.

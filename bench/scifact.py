@@ -149,6 +149,7 @@ def main() -> None:
             latencies.append(time.perf_counter() - t0)
             ranked: list[str] = []
             for hit in result.hits:
+                assert hit.document_id is not None, "search loads every hit's document id"
                 corpus_id = doc_to_corpus.get(hit.document_id)
                 if corpus_id and corpus_id not in ranked:
                     ranked.append(corpus_id)
@@ -158,8 +159,9 @@ def main() -> None:
                 # Cosine of each relevant abstract's best chunk in the top 10: what a threshold would hide.
                 best: dict[str, float] = {}
                 for hit in result.hits[:10]:
+                    assert hit.document_id is not None, "search loads every hit's document id"
                     corpus_id = doc_to_corpus.get(hit.document_id)
-                    if qrels[qid].get(corpus_id, 0) > 0:
+                    if corpus_id is not None and qrels[qid].get(corpus_id, 0) > 0:
                         best[corpus_id] = max(best.get(corpus_id, -1.0), hit.score)
                 relevant_scores.extend(best.values())
         latencies.sort()

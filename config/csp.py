@@ -10,15 +10,18 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from functools import wraps
+from typing import TypeVar
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
+
+_Response = TypeVar("_Response", bound=HttpResponseBase)
 
 
-def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def with_csp(view: Callable[..., _Response]) -> Callable[..., _Response]:
     """Give the template a nonce (`request.csp_nonce`) and allow only what carries it."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args, **kwargs) -> _Response:
         nonce = secrets.token_urlsafe(16)
         request.csp_nonce = nonce  # type: ignore[attr-defined]
         response = view(request, *args, **kwargs)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,8 +11,6 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from config.errors import ApplicationError, error_body
-
-logger = logging.getLogger(__name__)
 
 
 def first_message(detail) -> str:

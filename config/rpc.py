@@ -112,12 +112,16 @@ class RpcSchema(AutoSchema):
     def get_tags(self) -> list[str]:
         return [self.get_operation_id().split(".", 1)[0]]
 
-    def get_description(self) -> str:
+    # ignore: AutoSchema's get_description takes no arguments (drf-spectacular ignores the same override
+    # error); DRF's stubs type the ViewInspector base's with (path, method).
+    def get_description(self) -> str:  # type: ignore[override]
         # Only the view's own docstring: inherited, RpcApi's would describe every endpoint.
         return (type(self.view).__doc__ or "").strip()
 
     def get_request_serializer(self) -> SerializerClass | None:
-        return self.view.Input
+        view = self.view
+        assert isinstance(view, RpcApi), "RpcSchema is the schema of RpcApi views only"
+        return view.Input
 
     def get_serializer_name(self, serializer, direction) -> str:
         # Nested inputs are named after their view (DocumentCreateApi.Input -> DocumentCreateInput), not all "Input".

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -139,12 +141,18 @@ class DocumentUpdateApi(RpcApi):
         return respond(DocumentOutput, document)
 
 
+class DocumentChange(Protocol):
+    """A lifecycle service: services.document_delete, document_archive, document_unarchive, document_publish."""
+
+    def __call__(self, *, document: Document, by: User) -> Document: ...
+
+
 class DocumentLifecycleApi(RpcApi):
     """documents.delete / archive / unarchive / publish: an id in, the document out."""
 
     write_scope = True
     Input = IdInput
-    change = None
+    change: DocumentChange | None = None  # each subclass sets its service
 
     @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):

@@ -111,7 +111,12 @@ class Document(models.Model):
     text = models.TextField(blank=True)
     version = models.PositiveIntegerField(default=1, help_text="Bumped on every content change.")
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="created_documents"
+        # Blank too: a document outlives its author, and must stay editable when the author is deleted.
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="created_documents",
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -133,11 +138,6 @@ class Document(models.Model):
     @property
     def url(self) -> str:
         return f"/doc/{self.id}"
-
-    @property
-    def is_searchable(self) -> bool:
-        """Whether this document's chunks belong in the index at all (visibility is per viewer)."""
-        return self.deleted_at is None
 
 
 class DocumentMembership(models.Model):

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 from config.csp import with_csp
 from config.errors import NotFound
 from documents.selectors import document_get
+from permissions.http import AuthenticatedHttpRequest
 
 
 @dataclass
@@ -30,7 +31,7 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
 @require_GET
 @with_csp
 @login_required
-def document_page(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
+def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> HttpResponse:
     try:
         document = document_get(user=request.user, document_id=document_id, include_archived=True)
     except NotFound as exc:

@@ -17,6 +17,8 @@ from permissions.models import Access, Group, Role, User
 
 @transaction.atomic
 def collection_create(*, by: User, name: str, description: str = "", default_access: str = Access.READ_WRITE) -> Collection:
+    # Callers check can_manage_collections first, which requires a team.
+    assert by.team_id is not None, "only a user with a team can create a collection"
     collection = Collection(team_id=by.team_id, name=name, description=description, default_access=default_access, created_by=by)
     collection.full_clean()
     collection.save()
@@ -63,13 +65,14 @@ def document_update(
     """Update title and/or text; a text change bumps the version (and so reindexes)."""
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
     document = Document.objects.select_for_update().get(pk=document.pk)
-    content_changed = text is not None and text != document.text
-    title_changed = title is not None and title != document.title
-    if title_changed:
+    title_changed = content_changed = False
+    if title is not None and title != document.title:
         document.title = title
-    if content_changed:
+        title_changed = True
+    if text is not None and text != document.text:
         document.text = text
         document.version += 1
+        content_changed = True
     published_now = publish and document.published_at is None
     if published_now:
         document.published_at = timezone.now()

@@ -1,3 +1,5 @@
+from typing import cast
+
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.utils import timezone
@@ -16,7 +18,8 @@ class TeamAdmin(admin.ModelAdmin):
 class UserAdmin(BaseUserAdmin):
     list_display = ["username", "email", "team", "is_team_admin", "is_staff", "is_active"]
     list_filter = ["team", "is_team_admin", "is_staff", "is_active"]
-    fieldsets = BaseUserAdmin.fieldsets + (("Cairn", {"fields": ("team", "is_team_admin")}),)
+    # django-stubs give UserAdmin the Optional fieldsets of ModelAdmin; Django's UserAdmin sets a tuple.
+    fieldsets = cast(tuple, BaseUserAdmin.fieldsets) + (("Cairn", {"fields": ("team", "is_team_admin")}),)
     add_fieldsets = BaseUserAdmin.add_fieldsets + (("Cairn", {"fields": ("team", "is_team_admin")}),)
 
 

@@ -82,7 +82,3 @@ class ApiToken(models.Model):
     @property
     def can_write(self) -> bool:
         return self.scope == TokenScope.WRITE
-
-    def is_active(self, now=None) -> bool:
-        now = now or timezone.now()
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from config.csp import with_csp
 from documents.selectors import collection_list
+from permissions.http import AuthenticatedHttpRequest
 
 EXAMPLE_QUESTIONS = [
     "How many vacation days do I get?",
@@ -21,7 +22,7 @@ EXAMPLE_QUESTIONS = [
 @require_GET
 @with_csp
 @login_required
-def ask_page(request: HttpRequest) -> HttpResponse:
+def ask_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(
         request,
         "rag/ask.html",

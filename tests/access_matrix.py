@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from datetime import timedelta
 
 from django.utils import timezone
@@ -23,7 +24,7 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
     team_rows = [Team.objects.create(name=f"T{i}") for i in range(teams)]
     user_rows = User.objects.bulk_create([User(username=f"u{seed}-{i}", team=rng.choice(team_rows)) for i in range(users)])
     group_rows = [Group.objects.create(team=t, name=f"G{j}") for t in team_rows for j in range(2)]
-    group_members = {g.pk: set() for g in group_rows}
+    group_members: dict[uuid.UUID, set[uuid.UUID]] = {g.pk: set() for g in group_rows}
     for user in user_rows:
         for group in group_rows:
             if group.team_id == user.team_id and rng.random() < 0.4:
@@ -34,7 +35,8 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
         for t in team_rows
         for j in range(4)
     ]
-    coll_users, coll_groups = {c.pk: set() for c in collections}, {c.pk: set() for c in collections}
+    coll_users: dict[uuid.UUID, set[uuid.UUID]] = {c.pk: set() for c in collections}
+    coll_groups: dict[uuid.UUID, set[uuid.UUID]] = {c.pk: set() for c in collections}
     for c in collections:
         for user in rng.sample(user_rows, 6):  # may pick users of other teams: memberships must not leak
             CollectionMembership.objects.create(collection=c, user=user, role=rng.choice(list(Role.values)))
@@ -57,7 +59,7 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
             )
         )
     Document.objects.bulk_create(docs)
-    doc_users = {d.pk: set() for d in docs}
+    doc_users: dict[uuid.UUID, set[uuid.UUID]] = {d.pk: set() for d in docs}
     for d in docs:
         for user in rng.sample(user_rows, 2) if rng.random() < 0.3 else []:
             DocumentMembership.objects.create(document=d, user=user)

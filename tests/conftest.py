@@ -30,12 +30,12 @@ class Cast:
 @pytest.fixture
 def cast(db) -> Cast:
     acme, other = TeamFactory(name="Acme"), TeamFactory(name="Other")
-    alice = UserFactory(team=acme, username="alice", is_team_admin=True)
-    bob = UserFactory(team=acme, username="bob")
-    charlie = UserFactory(team=other, username="charlie", is_team_admin=True)
-    handbook = CollectionFactory(team=acme, name="Handbook", default_access=Access.READ)
+    alice = UserFactory.create(team=acme, username="alice", is_team_admin=True)
+    bob = UserFactory.create(team=acme, username="bob")
+    charlie = UserFactory.create(team=other, username="charlie", is_team_admin=True)
+    handbook = CollectionFactory.create(team=acme, name="Handbook", default_access=Access.READ)
     CollectionMembershipFactory(collection=handbook, user=alice, role=Role.READ_WRITE)
-    private = CollectionFactory(team=acme, name="Private", default_access=Access.NONE)
+    private = CollectionFactory.create(team=acme, name="Private", default_access=Access.NONE)
     CollectionMembershipFactory(collection=private, user=alice, role=Role.READ_WRITE)
     return Cast(alice=alice, bob=bob, charlie=charlie, handbook=handbook, private=private)
 
@@ -74,3 +74,13 @@ def fake_providers(settings):
     cache.clear()
     yield
     reset_provider_cache()
+
+
+@pytest.fixture
+def signed_in(client):
+    def sign_in(user):
+        user.save(update_fields=["password"])  # the factory sets the password without saving it
+        client.force_login(user)
+        return client
+
+    return sign_in

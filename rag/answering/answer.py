@@ -80,6 +80,7 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         try:
             yield from stream(pieces)
             if mode == MODE_GENERATED and not "".join(sent).strip():
+                assert client is not None, "an answer is generated only with an LLM client"
                 raise PermanentProviderError(f"{client.model} returned an empty answer")
             answer = "".join(sent)
         except ProviderError as exc:

@@ -149,6 +149,7 @@ def retrieve(
     similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents))
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
+        assert hit.document_id is not None, "hits were kept above only when their document was loaded"
         document = result.documents[hit.document_id]
         passages.append(
             Passage(

@@ -35,7 +35,9 @@ class CitationOutput(serializers.Serializer):
     start = serializers.IntegerField(help_text="Character offset of the passage in that version's text.")
     end = serializers.IntegerField()
     score = RoundedFloat(help_text="The retrieval score (the reranker's when one ran).")
-    context = serializers.CharField(help_text="The passage's text.")
+    # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
+    # field's attribute name is its JSON name, so no rename can keep it.
+    context = serializers.CharField(help_text="The passage's text.")  # type: ignore[assignment]
 
 
 class AnswerOutput(serializers.Serializer):

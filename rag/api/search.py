@@ -34,7 +34,9 @@ class SearchHitOutput(serializers.Serializer):
     id = serializers.CharField(source="hit.chunk_id", help_text="The chunk's id.")
     document = SearchHitDocumentOutput()
     score = RoundedFloat(source="hit.score")
-    context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")
+    # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
+    # field's attribute name is its JSON name, so no rename can keep it.
+    context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")  # type: ignore[assignment]
     chunkIndex = serializers.IntegerField(source="hit.chunk_index")
 
 
@@ -44,7 +46,9 @@ class SearchPaginationOutput(serializers.Serializer):
 
 
 class RagSearchResponse(serializers.Serializer):
-    data = SearchHitOutput(many=True)
+    # ignore: the API's envelope field is named "data", which the stubs type as Serializer.data; a
+    # declared field's attribute name is its JSON name, so no rename can keep it.
+    data = SearchHitOutput(many=True)  # type: ignore[assignment]
     pagination = SearchPaginationOutput()
 
 

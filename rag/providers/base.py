@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -50,7 +51,7 @@ class BatchedEmbeddingProvider(EmbeddingProvider):
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
             result = retry.call_with_retries(
-                lambda batch=batch: self._embed_batch(batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
+                functools.partial(self._embed_batch, batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
             )
             if len(result) != len(batch):
                 raise PermanentProviderError(f"Model {self.model_id} returned {len(result)} vectors for {len(batch)} inputs")

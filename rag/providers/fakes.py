@@ -40,7 +40,7 @@ class FakeEmbeddingProvider(EmbeddingProvider):
             digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
             index = int.from_bytes(digest[:4], "little") % self.dimension
             vector[index] += 1.0 if digest[4] & 1 else -1.0
-        norm = np.linalg.norm(vector)
+        norm = float(np.linalg.norm(vector))
         if norm == 0:
             vector[0] = 1.0
             norm = 1.0

@@ -213,9 +213,9 @@ class LocalEmbeddingProvider(EmbeddingProvider):
         self.model = load_local_model()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = self.model.encode(texts)
+        vectors: list[list[float]] = self.model.encode(texts).tolist()
         check_dimension(self.model_id, vectors, self.dimension)
-        return vectors.tolist()
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         # One short query gains nothing from a second BLAS thread, and in a web server under

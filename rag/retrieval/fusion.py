@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 RRF_K = 60
 
+_Id = TypeVar("_Id", bound=Hashable)
+
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[Hashable]], *, weights: Sequence[float] | None = None, k: int = RRF_K
-) -> list[tuple[Hashable, float]]:
+    rankings: Sequence[Sequence[_Id]], *, weights: Sequence[float] | None = None, k: int = RRF_K
+) -> list[tuple[_Id, float]]:
     """Fuse best-first rankings into one: score(id) = sum of weight / (k + rank), rank from 1.
 
     An id repeated within one ranking counts once, at its best rank. Ties keep the order of
@@ -21,9 +24,9 @@ def reciprocal_rank_fusion(
         raise ValueError("one weight per ranking")
     if k < 1:
         raise ValueError("k must be at least 1")
-    scores: dict[Hashable, float] = {}
+    scores: dict[_Id, float] = {}
     for ranking, weight in zip(rankings, weights, strict=False):
-        seen: set[Hashable] = set()
+        seen: set[_Id] = set()
         for rank, item in enumerate(ranking, start=1):
             if item in seen:
                 continue

@@ -61,9 +61,11 @@ def search(
     if document_id is not None:
         document_get(user=user, document_id=document_id, include_archived=False)
     threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
-    weights = weights or settings.RAG_HYBRID_WEIGHTS
+    # (vector, keyword): settings checks there are two, though it can only type them as a tuple[float, ...].
+    hybrid_weights: tuple[float, ...] = weights or settings.RAG_HYBRID_WEIGHTS
     model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
-    if not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
+    # A user without a team (an operator) has nothing indexed, as a team without chunks.
+    if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
         raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
     lap = _Laps()
     # The policy compiled once, and the scope's size counted once, for every ranking below.
@@ -101,8 +103,10 @@ def search(
     elif mode == "keyword":
         hits = keyword_hits
     else:
-        fused = reciprocal_rank_fusion([[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]], weights=weights)
-        scale = max_rrf_score(weights) or 1.0
+        fused = reciprocal_rank_fusion(
+            [[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]], weights=hybrid_weights
+        )
+        scale = max_rrf_score(hybrid_weights) or 1.0
         hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]

@@ -94,8 +94,8 @@ class World:
 def world(cast) -> World:
     return World(
         cast=cast,
-        doc=DocumentFactory(collection=cast.handbook, created_by=cast.alice),
-        orphan=DocumentFactory(collection=cast.handbook, created_by=None),
+        doc=DocumentFactory.create(collection=cast.handbook, created_by=cast.alice),
+        orphan=DocumentFactory.create(collection=cast.handbook, created_by=None),
         token=api_token_create(user=cast.alice, name="spare").token,
         revoked=api_token_revoke(token=api_token_create(user=cast.alice, expires_at=timezone.now() + timedelta(days=1)).token),
     )

@@ -8,7 +8,7 @@ import pytest
 
 from documents.models import Document
 from permissions.models import Access, TokenScope
-from tests.factories import DocumentFactory
+from tests.factories import DocumentFactory, UserFactory
 
 READ_ENDPOINTS = ["documents.info", "documents.list", "collections.list", "apiKeys.list"]
 WRITE_ENDPOINTS = [
@@ -127,6 +127,15 @@ def test_a_content_change_bumps_the_version_and_a_title_change_does_not(cast, ap
     assert alice.post("documents.update", {"id": str(doc.id), "title": "Renamed"}).json()["data"]["version"] == 1
     assert alice.post("documents.update", {"id": str(doc.id), "text": "two"}).json()["data"]["version"] == 2
     assert alice.post("documents.update", {"id": str(doc.id), "text": "two"}).json()["data"]["version"] == 2
+
+
+def test_a_document_whose_author_was_deleted_can_still_be_edited(cast, api_for):
+    author = UserFactory(team=cast.alice.team)
+    doc = DocumentFactory(collection=cast.handbook, created_by=author, text="one")
+    author.delete()
+    response = api_for(cast.alice).post("documents.update", {"id": str(doc.id), "text": "two"})
+    assert response.status_code == 200, response.json()
+    assert response.json()["data"]["createdBy"] is None
 
 
 def test_bob_can_read_but_not_change_a_handbook_document(cast, api_for):

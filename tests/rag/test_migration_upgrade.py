@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.apps.registry import Apps
-from django.db import connection, models
+from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
@@ -71,8 +72,11 @@ def execute(sql: str) -> None:
         cursor.execute(sql)
 
 
-def model_of_table(apps: Apps, table: str) -> type[models.Model]:
-    """The state's model for a table, whatever the model is called in that state."""
+def model_of_table(apps: Apps, table: str) -> type[Any]:
+    """The state's model for a table, whatever the model is called in that state.
+
+    type[Any], as Apps.get_model: a state's model is built at run time, so nothing static describes it.
+    """
     (model,) = [m for m in apps.get_models() if m._meta.db_table == table]
     return model
 

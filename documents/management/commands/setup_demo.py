@@ -73,5 +73,6 @@ class Command(BaseCommand):
         )
 
     def _collection(self, by: User, name: str, access: str) -> Collection:
+        assert by.team_id is not None, "the demo users are created with a team"
         existing = Collection.objects.filter(team_id=by.team_id, name=name).first()
         return existing or services.collection_create(by=by, name=name, default_access=access)

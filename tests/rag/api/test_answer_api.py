@@ -31,9 +31,10 @@ def events_of(response) -> list[tuple[str, dict]]:
     raw = b"".join(response.streaming_content).decode()
     events = []
     for block in raw.strip().split("\n\n"):
-        name = re.search(r"^event: (.*)$", block, re.M).group(1)
-        data = json.loads(re.search(r"^data: (.*)$", block, re.M).group(1))
-        events.append((name, data))
+        name = re.search(r"^event: (.*)$", block, re.M)
+        data = re.search(r"^data: (.*)$", block, re.M)
+        assert name and data, f"not a server-sent event: {block!r}"
+        events.append((name.group(1), json.loads(data.group(1))))
     return events
 
 

@@ -44,7 +44,7 @@ def assert_well_formed(doc: str, chunks: list[TextChunk], counter: object, max_t
     assert [c.token_count for c in chunks] == real
     for previous, current in zip(chunks, chunks[1:], strict=False):
         assert previous.start < current.start and previous.end < current.end
-    covered = set()
+    covered: set[int] = set()
     for chunk in chunks:
         covered.update(range(chunk.start, chunk.end))
     assert all(i in covered for i, ch in enumerate(doc) if not ch.isspace())

@@ -15,6 +15,7 @@ from rag.indexing.pipeline import (
 from rag.indexing.state import COALESCE_SECONDS
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.embeddings import get_embedding_provider
+from rag.providers.fakes import FakeEmbeddingProvider
 from tests.factories import DocumentFactory
 
 LONG_TEXT = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + f"Sentence about topic {i}. " * 40 for i in range(6))
@@ -25,7 +26,9 @@ def chunks_of(document, model_id="fake-embedding"):
 
 
 def embedded_texts() -> list[str]:
-    return [text for batch in get_embedding_provider().calls for text in batch]
+    provider = get_embedding_provider()
+    assert isinstance(provider, FakeEmbeddingProvider), "the autouse fake_providers fixture selects the fake"
+    return [text for batch in provider.calls for text in batch]
 
 
 def test_creating_a_document_through_the_api_indexes_it_after_commit(cast, api_for, django_capture_on_commit_callbacks):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,7 @@ def broker(settings):
 
 
 @pytest.fixture
-def worker_factory(broker):
+def worker_factory(broker) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def make(**extra_env: str) -> Worker:

@@ -1,0 +1,46 @@
+"""API tokens: stored as prefix and keyed digest only, refused when revoked or expired, issued by a command."""
+
+from __future__ import annotations
+
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from permissions.models import ApiToken
+from permissions.services import api_token_create, api_token_revoke
+from tests.factories import UserFactory
+
+
+def test_tokens_are_never_stored_in_plain_text(db):
+    issued = api_token_create(user=UserFactory())
+    secret = issued.plaintext.rsplit("_", 1)[1]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM permissions_apitoken")
+        rows = cursor.fetchall()
+    dump = repr(rows)
+    assert rows and issued.plaintext not in dump and secret not in dump
+
+
+def test_a_revoked_or_expired_token_is_refused(db, api_for, cast):
+    issued = api_token_create(user=cast.bob)
+    from tests.conftest import Api
+
+    api = Api(issued.plaintext)
+    assert api.post("documents.list").status_code == 200
+    assert ApiToken.objects.get(pk=issued.token.pk).last_used_at is not None
+    api_token_revoke(token=issued.token)
+    response = api.post("documents.list")
+    assert response.status_code == 401 and "revoked" in response.json()["message"]
+
+    expired = api_token_create(user=cast.bob, expires_at=timezone.now())
+    response = Api(expired.plaintext).post("documents.list")
+    assert response.status_code == 401 and "expired" in response.json()["message"]
+
+
+def test_create_token_prints_a_working_token(db, cast, capsys):
+    call_command("create_token", "bob", "--scope", "read")
+    token = capsys.readouterr().out.strip()
+    from tests.conftest import Api
+
+    assert Api(token).post("documents.list").status_code == 200
+    assert ApiToken.objects.get(user=cast.bob).scope == "read"
