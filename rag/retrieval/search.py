@@ -11,6 +11,7 @@ import time
 import uuid
 
 from django.conf import settings
+from django.db.models.expressions import RawSQL
 
 from config.errors import NoEmbeddings
 from documents.models import Document
@@ -24,7 +25,7 @@ from rag.retrieval.keyword import keyword_ranking
 from rag.retrieval.query import embed_query
 from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.vector import vector_ranking
-from rag.retrieval.visibility import search_scope
+from rag.retrieval.visibility import SearchScope, search_scope
 
 MODES = ("vector", "keyword", "hybrid")
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
@@ -110,12 +111,12 @@ def search(
         hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]
-    documents = _load(hits, user)
+    documents = _load(hits, scope)
     lap("load_ms")
     return SearchResult(hits=hits, documents=documents, latency=lap.latency)
 
 
-def _load(hits: list[Hit], user: User) -> dict[uuid.UUID, Document]:
+def _load(hits: list[Hit], scope: SearchScope) -> dict[uuid.UUID, Document]:
     """Fill chunk text and offsets, and load the (visible) documents, in two queries."""
     rows = {
         r["id"]: r
@@ -127,10 +128,11 @@ def _load(hits: list[Hit], user: User) -> dict[uuid.UUID, Document]:
         row = rows[hit.chunk_id]
         hit.document_id, hit.chunk_index, hit.text = row["document_id"], row["chunk_index"], row["chunk_text"]
         hit.start, hit.end, hit.version = row["start_offset"], row["end_offset"], row["document_version"]
-    # Through visible_to again: the documents were visible when ranked, and still must be now.
+    # Through the scope's policy SQL again: the documents were visible when ranked, and still must be now.
+    visible = RawSQL(f"SELECT v.id FROM ({scope.sql}) v", scope.params)
     documents = (
-        Document.objects.visible_to(user)
-        .filter(pk__in={h.document_id for h in hits})
+        Document.objects.filter(pk__in={h.document_id for h in hits})
+        .filter(pk__in=visible)
         .only("id", "title", "collection_id", "updated_at", "version")
     )
     return {d.pk: d for d in documents}
