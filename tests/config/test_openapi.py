@@ -24,10 +24,12 @@ from jsonschema import Draft202012Validator, FormatChecker
 from documents.models import Document
 from permissions.models import ApiToken, TokenScope
 from permissions.services import api_token_create, api_token_revoke
+from rag.indexing.pipeline import index_documents
+from rag.models import QueryLog
 from tests.conftest import Cast
 from tests.factories import DocumentFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -81,23 +83,28 @@ def response_validator(endpoint: str, status: int) -> Draft202012Validator:
 
 @dataclass
 class World:
-    """The cast, alice's published handbook document, one whose author is gone, and alice's spare and revoked tokens."""
+    """The cast, alice's published (and indexed) handbook document, one whose author is gone, alice's spare
+    and revoked tokens, and an answer alice was given."""
 
     cast: Cast
     doc: Document
     orphan: Document
     token: ApiToken
     revoked: ApiToken
+    answer: QueryLog
 
 
 @pytest.fixture
 def world(cast) -> World:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, text="# Owls\n\nOwls hunt mice at night.")
+    index_documents(document_ids=[doc.pk])
     return World(
         cast=cast,
-        doc=DocumentFactory.create(collection=cast.handbook, created_by=cast.alice),
+        doc=doc,
         orphan=DocumentFactory.create(collection=cast.handbook, created_by=None),
         token=api_token_create(user=cast.alice, name="spare").token,
         revoked=api_token_revoke(token=api_token_create(user=cast.alice, expires_at=timezone.now() + timedelta(days=1)).token),
+        answer=QueryLog.objects.create(user=cast.alice, team_id=cast.alice.team_id, query="What do owls hunt?"),
     )
 
 
@@ -159,7 +166,19 @@ CASES = [
     ),
     Case("apiKeys.list"),
     Case("apiKeys.revoke", lambda w: {"id": str(w.token.id)}),
+    Case("rag.search", lambda w: {"query": "owls hunt mice", "threshold": 0}),
+    Case("rag.search", lambda w: {"query": "owls hunt mice", "includeContext": False, "mode": "keyword"}, note="no-context"),
+    Case("rag.answer", lambda w: {"query": "What do owls hunt at night?"}),
+    Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4, "comment": "Helpful"}),
+    Case("rag.status"),
+    Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}),
     Case("documents.create", status=400, note="missing-fields"),
+    Case("rag.search", lambda w: {"query": "x"}, status=400, note="short-query"),
+    Case("rag.answer", lambda w: {"query": "owls", "limit": 0}, status=400, note="limit"),
+    Case("rag.search", lambda w: {"query": "owls hunt"}, status=401, caller=None),
+    Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}, status=403, scope=TokenScope.READ, note="read-token"),
+    Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}, status=404, caller="charlie"),
+    Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4}, status=404, caller="bob", note="not-yours"),
     Case("documents.list", lambda w: {"limit": 0}, status=400, note="limit"),
     Case("collections.list", lambda w: [1, 2], status=400, note="not-an-object"),
     Case("apiKeys.create", lambda w: {"scope": "admin"}, status=400, note="scope"),
