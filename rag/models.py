@@ -169,3 +169,90 @@ class Feedback(models.Model):
     class Meta:
         db_table = "rag_feedback"
         constraints = [models.CheckConstraint(condition=models.Q(rating__gte=1, rating__lte=5), name="feedback_rating_1_to_5")]
+
+
+class EntityKind(models.TextChoices):
+    DOCUMENT = "document", "Document"  # named by a document's title
+    NAME = "name", "Proper name"
+    TOPIC = "topic", "Heading or key phrase"
+    CODE = "code", "Code identifier"
+
+
+class Entity(models.Model):
+    """A thing the team's documents talk about, found by its normalised name (`key`) within one team.
+
+    Entities carry no facts of their own: every mention and relation belongs to the chunk it was
+    read from, so an entity is visible exactly when one of its mentions is. A document's title is
+    an entity whose `subject` mentions are that document's own chunks.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
+    key = models.CharField(max_length=200, help_text="Normalised name: case-folded words separated by single spaces.")
+    name = models.CharField(max_length=500)
+    kind = models.CharField(max_length=10, choices=EntityKind.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "graph_entities"
+        db_table_comment = "Knowledge-graph entities, team-scoped; visible only through a visible mention."
+        verbose_name_plural = "entities"
+        constraints = [models.UniqueConstraint(fields=["team", "key"], name="unique_entity_key_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Mention(models.Model):
+    """An entity named in one chunk (deleted with the chunk). Document and version are copied from the chunk
+    so the graph's queries filter mentions by the visible documents without reading chunks."""
+
+    pk = models.CompositePrimaryKey("chunk_id", "entity_id")
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="mentions", db_index=False)
+    document_id = models.UUIDField()
+    document_version = models.PositiveIntegerField()
+    model_id = models.CharField(max_length=200)
+    count = models.PositiveSmallIntegerField(default=1)
+    # True when the chunk belongs to the document the entity names (its subject), not a mention elsewhere.
+    subject = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "graph_mentions"
+        indexes = [
+            models.Index(
+                fields=["entity", "model_id"],
+                include=["document_id", "document_version", "chunk", "count", "subject"],
+                name="mention_entity_covering",
+            )
+        ]
+
+
+class Relation(models.Model):
+    """source -[predicate]-> target, read from one chunk (deleted with it)."""
+
+    id = models.BigAutoField(primary_key=True)
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="+", db_index=False)
+    target = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="+", db_index=False)
+    predicate = models.CharField(max_length=40)
+    confidence = models.FloatField(default=1.0)
+    weight = models.FloatField(default=1.0)
+    document_id = models.UUIDField()
+    document_version = models.PositiveIntegerField()
+    model_id = models.CharField(max_length=200)
+
+    class Meta:
+        db_table = "graph_relations"
+        indexes = [
+            models.Index(
+                fields=["source", "model_id"],
+                include=["target", "weight", "document_id", "document_version"],
+                name="relation_source_covering",
+            ),
+            models.Index(
+                fields=["target", "model_id"],
+                include=["source", "weight", "document_id", "document_version"],
+                name="relation_target_covering",
+            ),
+        ]

@@ -66,7 +66,8 @@ def test_production_refuses_to_start_without_a_secret_key():
         ("RAG_CHUNK_SIZE", "lots", "RAG_CHUNK_SIZE has an invalid value"),
         ("RAG_SIMILARITY_THRESHOLD", "1.5", "RAG_SIMILARITY_THRESHOLD must be between"),
         ("RAG_EMBEDDING_PROVIDER", "magic", "RAG_EMBEDDING_PROVIDER must be"),
-        ("RAG_HYBRID_WEIGHTS", "1,2,3", "RAG_HYBRID_WEIGHTS must be"),
+        ("RAG_HYBRID_WEIGHTS", "1,2,3,4", "RAG_HYBRID_WEIGHTS must be"),
+        ("RAG_HYBRID_WEIGHTS", "0,0,0", "not all zero"),
     ],
 )
 def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):

@@ -262,13 +262,19 @@ RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 # Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
-_weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0"])
+# Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
+RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
+_weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0", "1.0"])
 try:
     RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)
 except ValueError as exc:
-    raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two numbers 'vector,keyword', got {_weights}") from exc
-if len(RAG_HYBRID_WEIGHTS) != 2 or min(RAG_HYBRID_WEIGHTS) < 0:
-    raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be two non-negative numbers 'vector,keyword', got {_weights}")
+    raise ImproperlyConfigured(f"RAG_HYBRID_WEIGHTS must be numbers 'vector,keyword[,graph]', got {_weights}") from exc
+if len(RAG_HYBRID_WEIGHTS) not in (2, 3) or min(RAG_HYBRID_WEIGHTS) < 0 or not any(RAG_HYBRID_WEIGHTS):
+    raise ImproperlyConfigured(
+        f"RAG_HYBRID_WEIGHTS must be two or three non-negative numbers, not all zero, 'vector,keyword[,graph]', got {_weights}"
+    )
+if len(RAG_HYBRID_WEIGHTS) == 2:
+    RAG_HYBRID_WEIGHTS = (*RAG_HYBRID_WEIGHTS, 1.0)
 # Test-only: seconds the fake embedding provider waits per request and the fake LLM per streamed
 # piece, so a test can catch a worker or a stream mid-way. Here rather than in test settings
 # because the tests' Celery worker runs with config.settings.local.

@@ -64,7 +64,11 @@ class RagSearchApi(RagApi):
         includeContext = serializers.BooleanField(default=True)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         weights = serializers.ListField(
-            child=StrictFloat(min_value=0.0, max_value=100.0), min_length=2, max_length=2, required=False
+            child=StrictFloat(min_value=0.0, max_value=100.0),
+            min_length=2,
+            max_length=3,
+            required=False,
+            help_text="[vector, keyword] or [vector, keyword, graph] for hybrid.",
         )
 
     @extend_schema(responses=RagSearchResponse)

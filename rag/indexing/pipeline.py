@@ -13,6 +13,7 @@ from django.db.models import F
 
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
+from rag.indexing.graph import TitleMatcher, link_title_mentions, title_matcher, write_document_facts
 from rag.indexing.keyword_postings import refresh_search_vectors
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
@@ -137,8 +138,11 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
     known.update(zip(missing.keys(), vectors, strict=False))
     result.embedded += len(missing)
 
+    matchers: dict = {}
     for document, chunks, _, hashes in planned:
-        if swap_chunks(document, chunks, hashes, known, model_id):
+        if settings.RAG_GRAPH_ENABLED and document.team_id not in matchers:
+            matchers[document.team_id] = title_matcher(document.team_id)
+        if swap_chunks(document, chunks, hashes, known, model_id, matchers.get(document.team_id)):
             result.indexed.append(document.pk)
             result.chunks += len(chunks)
         else:
@@ -147,15 +151,23 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
 
 
 @transaction.atomic
-def swap_chunks(document: Document, chunks: list[TextChunk], hashes: list[str], vectors: dict, model_id: str) -> bool:
-    """Replace the document's chunks for `model_id`; False if it changed since it was read."""
+def swap_chunks(
+    document: Document,
+    chunks: list[TextChunk],
+    hashes: list[str],
+    vectors: dict,
+    model_id: str,
+    matcher: TitleMatcher | None = None,
+) -> bool:
+    """Replace the document's chunks (and their keyword postings and graph facts) for `model_id`; False if it changed since it was read."""
     # The row lock orders concurrent swaps of one document; the version check drops a stale one
     # (the edit that bumped the version has queued its own task).
     current = Document.objects.select_for_update().filter(pk=document.pk).values("version", "deleted_at").first()
     if current is None or current["deleted_at"] is not None or current["version"] != document.version:
         return False
+    first_index = not Chunk.objects.filter(document_id=document.pk, model_id=model_id).exists()
     Chunk.objects.filter(document_id=document.pk, model_id=model_id).delete()
-    Chunk.objects.bulk_create(
+    rows = Chunk.objects.bulk_create(
         [
             Chunk(
                 document_id=document.pk,
@@ -180,6 +192,12 @@ def swap_chunks(document: Document, chunks: list[TextChunk], hashes: list[str], 
     )
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
     refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
+    if settings.RAG_GRAPH_ENABLED:
+        write_document_facts(document=document, chunks=rows, matcher=matcher)
+        # Chunks indexed before this document existed could not know its title: link those that name it.
+        older = Chunk.objects.filter(team_id=document.team_id, model_id=model_id, created_at__lt=document.created_at)
+        if first_index and older.exists():
+            link_title_mentions(document=document, model_id=model_id, chunks_before=document.created_at)
     return True
 
 

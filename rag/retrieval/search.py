@@ -20,6 +20,7 @@ from permissions.models import User
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
 from rag.retrieval.fusion import max_rrf_score, reciprocal_rank_fusion
+from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
 from rag.retrieval.query import embed_query
@@ -27,7 +28,9 @@ from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.vector import vector_ranking
 from rag.retrieval.visibility import SearchScope, search_scope
 
-MODES = ("vector", "keyword", "hybrid")
+MODES = ("vector", "keyword", "hybrid", "graph")
+# The best chunks of the vector and keyword rankings that seed the graph in hybrid search.
+GRAPH_SEED_CHUNKS = 3
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 
@@ -54,7 +57,7 @@ def search(
     mode: str = "hybrid",
     collection_id: uuid.UUID | None = None,
     document_id: uuid.UUID | None = None,
-    weights: tuple[float, float] | None = None,
+    weights: tuple[float, ...] | None = None,
 ) -> SearchResult:
     """Rank the chunks of the user's visible documents for `query`."""
     if collection_id is not None:
@@ -62,8 +65,8 @@ def search(
     if document_id is not None:
         document_get(user=user, document_id=document_id, include_archived=False)
     threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
-    # (vector, keyword): settings checks there are two, though it can only type them as a tuple[float, ...].
-    hybrid_weights: tuple[float, ...] = weights or settings.RAG_HYBRID_WEIGHTS
+    # (vector, keyword, graph); two given weights leave the graph at the configured one.
+    hybrid_weights = (*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS
     model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
     # A user without a team (an operator) has nothing indexed, as a team without chunks.
     if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
@@ -103,11 +106,20 @@ def search(
         hits = vector_hits
     elif mode == "keyword":
         hits = keyword_hits
+    elif mode == "graph":
+        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit)
+        lap("graph_ms")
     else:
-        fused = reciprocal_rank_fusion(
-            [[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]], weights=hybrid_weights
-        )
-        scale = max_rrf_score(hybrid_weights) or 1.0
+        rankings = [[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]]
+        if settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0:
+            # The graph spreads from the question's names and from the best chunks of the other two.
+            seeds = [chunk_id for chunk_id, _ in reciprocal_rank_fusion(rankings, weights=hybrid_weights[:2])[:GRAPH_SEED_CHUNKS]]
+            graph_hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds)
+            rankings.append([h.chunk_id for h in graph_hits])
+            lap("graph_ms")
+        used = hybrid_weights[: len(rankings)]
+        fused = reciprocal_rank_fusion(rankings, weights=used)
+        scale = max_rrf_score(used) or 1.0
         hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]

@@ -1,0 +1,279 @@
+"""The knowledge graph's facts, read from a document's chunks by the offline `rules` extractor.
+
+Written in the transaction that swaps a document's chunks: every mention and relation belongs to
+the chunk it was read from (and goes with it), so a fact is visible exactly when its chunk is.
+Nothing is merged across documents; entities are only names, shared within a team.
+
+What the rules read from a chunk of document D:
+- D's title: a `subject` mention in each of D's chunks (the chunk is about D);
+- other documents' titles named in the text (an Aho-Corasick automaton over the team's titles),
+  links to `/doc/<id>` and `[[Title]]` wiki links: mentions, and D -MENTIONS/LINKS_TO-> title;
+- proper names, backticked code identifiers and the headings above the chunk: mentions, and
+  D -MENTIONS-> them;
+- entities that occur in the same chunk: CO_OCCURS relations between them (a bounded number).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import ahocorasick
+from django.db import connection
+
+from documents.models import Document
+from rag.models import Chunk, Entity, EntityKind, Mention, Relation
+from rag.retrieval.keyword import TEXT_SEARCH_CONFIG
+from rag.retrieval.names import entity_key, is_meaningful_key
+
+MAX_NAME_LENGTH = 500
+# Bounds that keep one chunk from writing an unbounded number of facts (a page of links, a hub).
+MAX_ENTITIES_PER_CHUNK = 64
+MAX_COOCCURRING = 8
+# A title named in more chunks than this is linked to the first ones only when a document appears later.
+MAX_LINK_CANDIDATES = 2000
+
+PREDICATE_MENTIONS = "MENTIONS"
+PREDICATE_LINKS_TO = "LINKS_TO"
+PREDICATE_CO_OCCURS = "CO_OCCURS"
+
+_DOC_LINK = re.compile(r"\(/doc/([0-9a-fA-F-]{36})[^)]*\)")
+_WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|[^\[\]\n]*)?\]\]")
+_CODE = re.compile(r"`([A-Za-z_][\w.:/-]{1,79})`")
+# Two or more capitalised words, optionally joined by a few lower-case particles ("Duke of York").
+_PROPER_NAME = re.compile(
+    r"\b[A-Z][\w'’-]*[a-z0-9][\w'’-]*(?:\s+(?:(?:of|de|da|von|van|der|del|la|le|du|the|and)\s+)?[A-Z][\w'’-]*){1,5}"
+)
+
+
+@dataclass
+class ChunkFacts:
+    """What the rules read from one chunk: entity key -> (name, kind, count), and links by key."""
+
+    mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    links: set[str] = field(default_factory=set)
+
+    def add(self, name: str, kind: str, count: int = 1) -> None:
+        key = entity_key(name)
+        if not is_meaningful_key(key):
+            return
+        if key in self.mentions:
+            old_name, old_kind, old_count = self.mentions[key]
+            # A title outranks a name or topic spelled the same way.
+            kind = EntityKind.DOCUMENT if EntityKind.DOCUMENT in (kind, old_kind) else old_kind
+            self.mentions[key] = (old_name, kind, old_count + count)
+        elif len(self.mentions) < MAX_ENTITIES_PER_CHUNK:
+            self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
+
+
+class TitleMatcher:
+    """Finds the team's document titles in text, on word boundaries, by their normalised keys."""
+
+    def __init__(self, titles: dict[str, str]) -> None:
+        self.titles = titles  # key -> title
+        self._automaton = ahocorasick.Automaton()
+        for key in titles:
+            self._automaton.add_word(f" {key} ", key)
+        if titles:
+            self._automaton.make_automaton()
+
+    def find(self, text: str) -> Counter[str]:
+        if not self.titles:
+            return Counter()
+        return Counter(key for _, key in self._automaton.iter(f" {entity_key(text)} "))
+
+
+def title_matcher(team_id: uuid.UUID) -> TitleMatcher:
+    titles: dict[str, str] = {}
+    for title in Document.objects.filter(team_id=team_id, deleted_at__isnull=True).values_list("title", flat=True):
+        key = entity_key(title)
+        if is_meaningful_key(key):
+            titles.setdefault(key, title)
+    return TitleMatcher(titles)
+
+
+def read_chunk(
+    text: str, heading_path: list[str], *, own_key: str, matcher: TitleMatcher, linked_titles: dict[str, str]
+) -> ChunkFacts:
+    """The rules extractor on one chunk's text (pure: no database)."""
+    facts = ChunkFacts()
+    for key, count in matcher.find(text).items():
+        if key != own_key:
+            facts.add(matcher.titles[key], EntityKind.DOCUMENT, count)
+    for match in _DOC_LINK.finditer(text):
+        title = linked_titles.get(match.group(1).lower())
+        if title and entity_key(title) != own_key:
+            facts.add(title, EntityKind.DOCUMENT)
+            facts.links.add(entity_key(title))
+    for match in _WIKI_LINK.finditer(text):
+        name = match.group(1).strip()
+        if entity_key(name) != own_key:
+            facts.add(name, EntityKind.DOCUMENT if entity_key(name) in matcher.titles else EntityKind.NAME)
+            facts.links.add(entity_key(name))
+    for match in _PROPER_NAME.finditer(text):
+        if entity_key(match.group(0)) != own_key:
+            facts.add(match.group(0), EntityKind.NAME)
+    for match in _CODE.finditer(text):
+        facts.add(match.group(1), EntityKind.CODE)
+    for heading in heading_path:
+        heading = heading.lstrip("#").strip()
+        if entity_key(heading) != own_key:
+            facts.add(heading, EntityKind.TOPIC)
+    return facts
+
+
+def _entities_by_key(team_id: uuid.UUID, wanted: dict[str, tuple[str, str]]) -> dict[str, uuid.UUID]:
+    """Entity ids for these keys (key -> (name, kind)), created when missing; a title upgrades a name's kind."""
+    if not wanted:
+        return {}
+    Entity.objects.bulk_create(
+        [Entity(team_id=team_id, key=key, name=name, kind=kind) for key, (name, kind) in wanted.items()],
+        ignore_conflicts=True,
+    )
+    titles = [key for key, (_, kind) in wanted.items() if kind == EntityKind.DOCUMENT]
+    if titles:
+        Entity.objects.filter(team_id=team_id, key__in=titles).exclude(kind=EntityKind.DOCUMENT).update(kind=EntityKind.DOCUMENT)
+    return dict(Entity.objects.filter(team_id=team_id, key__in=list(wanted)).values_list("key", "id"))
+
+
+def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: TitleMatcher | None = None) -> None:
+    """Read the graph facts of a document's freshly written chunks (call inside the swap's transaction)."""
+    if not chunks:
+        return
+    matcher = matcher or title_matcher(document.team_id)
+    own_key = entity_key(document.title)
+    own_name = document.title if is_meaningful_key(own_key) else ""
+    ids = {m.group(1).lower() for c in chunks for m in _DOC_LINK.finditer(c.chunk_text)}
+    linked_titles = {
+        str(pk): title
+        for pk, title in Document.objects.filter(
+            team_id=document.team_id, deleted_at__isnull=True, pk__in=_uuids(ids)
+        ).values_list("pk", "title")
+    }
+    per_chunk = [
+        read_chunk(
+            c.chunk_text, c.metadata.get("heading_path", []), own_key=own_key, matcher=matcher, linked_titles=linked_titles
+        )
+        for c in chunks
+    ]
+    wanted = {key: (name, kind) for facts in per_chunk for key, (name, kind, _) in facts.mentions.items()}
+    if own_name:
+        wanted[own_key] = (own_name, EntityKind.DOCUMENT)
+    entity = _entities_by_key(document.team_id, wanted)
+    mentions: list[Mention] = []
+    relations: list[Relation] = []
+    for chunk, facts in zip(chunks, per_chunk, strict=True):
+        common = {
+            "chunk_id": chunk.pk,
+            "document_id": document.pk,
+            "document_version": chunk.document_version,
+            "model_id": chunk.model_id,
+        }
+        if own_name:
+            mentions.append(Mention(entity_id=entity[own_key], count=1, subject=True, **common))
+        for key, (_, _, count) in facts.mentions.items():
+            mentions.append(Mention(entity_id=entity[key], count=min(count, 32767), **common))
+            if own_name:
+                predicate = PREDICATE_LINKS_TO if key in facts.links else PREDICATE_MENTIONS
+                weight = float(min(count, 5)) + (1.0 if key in facts.links else 0.0)
+                relations.append(
+                    Relation(source_id=entity[own_key], target_id=entity[key], predicate=predicate, weight=weight, **common)
+                )
+        # Co-occurrence among the chunk's most frequent entities only: a list of 64 names would be 4,000 edges.
+        top = [key for key, _ in sorted(facts.mentions.items(), key=lambda item: -item[1][2])[:MAX_COOCCURRING]]
+        for a, b in itertools.combinations(top, 2):
+            relations.append(
+                Relation(
+                    source_id=entity[a], target_id=entity[b], predicate=PREDICATE_CO_OCCURS, weight=0.5, confidence=0.5, **common
+                )
+            )
+    Mention.objects.bulk_create(mentions, ignore_conflicts=True)
+    Relation.objects.bulk_create(relations)
+
+
+def link_title_mentions(*, document: Document, model_id: str, chunks_before=None) -> int:
+    """Link chunks indexed earlier that name this document's title (a document added or renamed later).
+
+    Candidates come from the keyword postings (chunks holding every lexeme of the title), then the
+    title is confirmed in the text; nothing is re-embedded. Returns how many chunks were linked.
+    """
+    key = entity_key(document.title)
+    if not is_meaningful_key(key):
+        return 0
+    created_before = chunks_before or document.updated_at
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """WITH lex AS (SELECT array_agg(lexeme) AS l, count(*) AS n FROM unnest(to_tsvector(%s::regconfig, %s)))
+               SELECT e.id, e.chunk_text, e.document_id, e.document_version
+               FROM (SELECT k.chunk_id FROM keyword_postings k, lex
+                     WHERE k.model_id = %s AND k.lexeme = ANY(lex.l) AND k.document_id <> %s
+                     GROUP BY k.chunk_id HAVING count(*) = max(lex.n)) c
+               JOIN document_embeddings e ON e.id = c.chunk_id
+               WHERE e.team_id = %s AND e.created_at < %s
+               LIMIT %s""",
+            [TEXT_SEARCH_CONFIG, document.title, model_id, document.pk, document.team_id, created_before, MAX_LINK_CANDIDATES],
+        )
+        candidates = [row for row in cursor.fetchall() if f" {key} " in f" {entity_key(row[1])} "]
+    if not candidates:
+        return 0
+    target = _entities_by_key(document.team_id, {key: (document.title, EntityKind.DOCUMENT)})[key]
+    subjects = dict(
+        Mention.objects.filter(chunk_id__in=[c[0] for c in candidates], subject=True).values_list("chunk_id", "entity_id")
+    )
+    Mention.objects.bulk_create(
+        [
+            Mention(chunk_id=c, entity_id=target, document_id=d, document_version=v, model_id=model_id)
+            for c, _, d, v in candidates
+        ],
+        ignore_conflicts=True,
+    )
+    Relation.objects.bulk_create(
+        [
+            Relation(
+                chunk_id=c,
+                source_id=subjects[c],
+                target_id=target,
+                predicate=PREDICATE_MENTIONS,
+                document_id=d,
+                document_version=v,
+                model_id=model_id,
+            )
+            for c, _, d, v in candidates
+            if c in subjects and subjects[c] != target
+        ]
+    )
+    return len(candidates)
+
+
+def rename_document_entity(*, document: Document, model_id: str) -> None:
+    """A title change: the document's chunks become the subject of the new title, and earlier chunks naming it are linked."""
+    chunks = list(Chunk.objects.filter(document=document, model_id=model_id, document_version=document.version))
+    if not chunks:
+        return
+    key = entity_key(document.title)
+    Mention.objects.filter(chunk_id__in=[c.pk for c in chunks], subject=True).delete()
+    Relation.objects.filter(chunk_id__in=[c.pk for c in chunks]).delete()
+    Mention.objects.filter(chunk_id__in=[c.pk for c in chunks]).delete()
+    write_document_facts(document=document, chunks=chunks)
+    if is_meaningful_key(key):
+        link_title_mentions(document=document, model_id=model_id)
+
+
+def delete_orphan_entities() -> int:
+    """Entities no mention refers to any more (their chunks are gone)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM graph_entities e WHERE NOT EXISTS (SELECT 1 FROM graph_mentions m WHERE m.entity_id = e.id)")
+        return cursor.rowcount
+
+
+def _uuids(values: set[str]) -> list[uuid.UUID]:
+    out = []
+    for value in values:
+        try:
+            out.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,160 @@
+"""Graph ranking: from the entities a question names (and the best chunks of the other rankings),
+spread over at most two hops of relations, then rank the chunks that carry the entities reached.
+
+A bounded Personalized-PageRank-like spread in the spirit of HippoRAG. Every step joins its rows
+with the scope's visible documents inside SQL: an entity counts only through a visible mention,
+a hop only through a relation read from a visible chunk, so nothing a viewer cannot read moves
+their ranking. Hubs are bounded: each entity contributes at most a fixed number of neighbours
+and of chunks.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import connection
+
+from rag.retrieval.hits import Hit
+from rag.retrieval.names import entity_key, is_meaningful_key
+from rag.retrieval.visibility import SearchScope
+
+MAX_NAME_WORDS = 8
+SEED_FROM_QUESTION = 1.0
+# The best chunks of the vector and keyword rankings seed their documents' entities, less strongly.
+SEED_FROM_RANKINGS = 0.5
+HOP_DECAY = 0.5
+HOPS = 2
+NEIGHBOURS_PER_ENTITY = 30
+CHUNKS_PER_ENTITY = 50
+MAX_FRONTIER = 100
+# A chunk that names an entity counts less than the chunks of the document the entity is the title of.
+MENTION_FACTOR = 0.3
+
+
+def question_keys(query: str) -> list[str]:
+    """Every run of up to MAX_NAME_WORDS words of the normalised question: the names it might contain."""
+    words = entity_key(query).split()
+    keys = {" ".join(words[i : i + n]) for n in range(1, MAX_NAME_WORDS + 1) for i in range(len(words) - n + 1)}
+    return [key for key in keys if is_meaningful_key(key)]
+
+
+def _longest_only(found: dict[uuid.UUID, str]) -> dict[uuid.UUID, str]:
+    """Drop names inside a longer name the question also contains ("hesse" inside "landgrave of hesse")."""
+    keys = list(found.values())
+    return {pk: key for pk, key in found.items() if not any(key != other and f" {key} " in f" {other} " for other in keys)}
+
+
+def _seed_entities(
+    scope: SearchScope, query: str, model_id: str, seed_chunk_ids: list[int]
+) -> tuple[dict[uuid.UUID, float], set[uuid.UUID]]:
+    """Entities the question names (visible ones), and those the seed chunks are about; the second set only spreads."""
+    seeds: dict[uuid.UUID, float] = {}
+    from_rankings: set[uuid.UUID] = set()
+    keys = question_keys(query)
+    with connection.cursor() as cursor:
+        if keys:
+            cursor.execute(
+                f"""WITH v AS ({scope.sql})
+                    SELECT e.id, e.key FROM graph_entities e
+                    WHERE e.team_id = %s AND e.key = ANY(%s)
+                      AND EXISTS (SELECT 1 FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                                  WHERE m.entity_id = e.id AND m.model_id = %s)""",
+                [*scope.params, scope.user.team_id, keys, model_id],
+            )
+            for pk in _longest_only(dict(cursor.fetchall())):
+                seeds[pk] = SEED_FROM_QUESTION
+        if seed_chunk_ids:
+            # These chunks came from rankings that already filtered by the scope.
+            cursor.execute(
+                "SELECT chunk_id, entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject AND model_id = %s",
+                [seed_chunk_ids, model_id],
+            )
+            rank = {chunk_id: i for i, chunk_id in enumerate(seed_chunk_ids, start=1)}
+            for chunk_id, entity_id in cursor.fetchall():
+                if entity_id not in seeds:
+                    from_rankings.add(entity_id)
+                seeds[entity_id] = max(seeds.get(entity_id, 0.0), SEED_FROM_RANKINGS / rank[chunk_id])
+    return seeds, from_rankings
+
+
+def _spread(
+    scope: SearchScope, model_id: str, seeds: dict[uuid.UUID, float], spread_only: set[uuid.UUID]
+) -> dict[uuid.UUID, float]:
+    """Scores of the entities reached in up to HOPS hops, each hop through visible relations only.
+
+    Entities in `spread_only` (the documents the other rankings already put on top) pass their
+    score on but are not ranked for it themselves: the graph adds what they lead to.
+    """
+    scores = {pk: score for pk, score in seeds.items() if pk not in spread_only}
+    frontier = dict(seeds)
+    for _ in range(HOPS):
+        if not frontier:
+            break
+        ids, weights = list(frontier), [frontier[pk] for pk in frontier]
+        with connection.cursor() as cursor:
+            # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
+            cursor.execute(
+                f"""WITH v AS MATERIALIZED ({scope.sql}),
+                    s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
+                    SELECT n.id, sum(s.score * n.share)
+                    FROM s, LATERAL (
+                        SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
+                            SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
+                            JOIN v ON v.id = r.document_id AND v.version = r.document_version
+                            WHERE r.source_id = s.id AND r.model_id = %s GROUP BY r.target_id
+                            UNION ALL
+                            SELECT r.source_id, sum(r.weight) * 0.5 FROM graph_relations r
+                            JOIN v ON v.id = r.document_id AND v.version = r.document_version
+                            WHERE r.target_id = s.id AND r.model_id = %s GROUP BY r.source_id
+                        ) x ORDER BY x.w DESC LIMIT %s) n
+                    GROUP BY n.id""",
+                [*scope.params, ids, weights, model_id, model_id, NEIGHBOURS_PER_ENTITY],
+            )
+            reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
+        frontier = {}
+        for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
+            if score > scores.get(pk, 0.0) * 0.1:
+                frontier[pk] = score
+            scores[pk] = scores.get(pk, 0.0) + score
+    return scores
+
+
+def graph_ranking(
+    *, scope: SearchScope, query: str, model_id: str, limit: int, seed_chunk_ids: list[int] | None = None
+) -> list[Hit]:
+    """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
+
+    Chunks of the seed chunks' own documents are left out: the rankings that chose them rank them
+    already, and the graph's part is what they lead to.
+    """
+    seeds, spread_only = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
+    if not seeds:
+        return []
+    scores = _spread(scope, model_id, seeds, spread_only)
+    top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
+    if not top:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH v AS MATERIALIZED ({scope.sql}),
+                s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
+                SELECT c.chunk_id, sum(s.score * CASE WHEN c.subject THEN 1.0 ELSE %s END) AS score
+                FROM s, LATERAL (
+                    SELECT m.chunk_id, m.subject FROM graph_mentions m
+                    JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                    WHERE m.entity_id = s.id AND m.model_id = %s
+                      AND NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%s)))
+                    ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %s) c
+                GROUP BY c.chunk_id ORDER BY score DESC, c.chunk_id LIMIT %s""",
+            [
+                *scope.params,
+                [pk for pk, _ in top],
+                [score for _, score in top],
+                MENTION_FACTOR,
+                model_id,
+                seed_chunk_ids or [],
+                CHUNKS_PER_ENTITY,
+                limit,
+            ],
+        )
+        return [Hit(chunk_id=chunk_id, score=float(score)) for chunk_id, score in cursor.fetchall()]
