@@ -9,7 +9,7 @@ from django.dispatch import receiver
 
 from documents.signals import document_deleted, document_saved
 from rag import tasks
-from rag.indexing.keyword_postings import refresh_title
+from rag.indexing.pipeline import title_changed
 from rag.retrieval.vector_index import ensure_vector_index
 
 
@@ -18,7 +18,7 @@ def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None
     if content_changed:
         transaction.on_commit(lambda: tasks.enqueue_index(document_id))
     else:
-        transaction.on_commit(lambda: refresh_title(document_id))
+        transaction.on_commit(lambda: title_changed(document_id))
 
 
 @receiver(document_deleted)

@@ -264,6 +264,8 @@ RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
+# A page of hybrid results holds at most this many chunks of one document before other documents' (0: no limit).
+RAG_MAX_CHUNKS_PER_DOCUMENT = _positive_int("RAG_MAX_CHUNKS_PER_DOCUMENT", 3, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0", "1.0"])
 try:
     RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)

@@ -13,8 +13,8 @@ from django.db.models import F
 
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
-from rag.indexing.graph import TitleMatcher, link_title_mentions, title_matcher, write_document_facts
-from rag.indexing.keyword_postings import refresh_search_vectors
+from rag.indexing.graph import TitleMatcher, link_title_mentions, rename_document_entity, title_matcher, write_document_facts
+from rag.indexing.keyword_postings import refresh_search_vectors, refresh_title
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.base import EmbeddingProvider
@@ -206,3 +206,12 @@ def remove_document_chunks(*, document_ids: list) -> None:
     """Delete every model's chunks and statuses of these documents."""
     Chunk.objects.filter(document_id__in=document_ids).delete()
     IndexStatus.objects.filter(document_id__in=document_ids).delete()
+
+
+@transaction.atomic
+def title_changed(document_id: uuid.UUID) -> None:
+    """A new title costs no embedding: keyword columns are refreshed and the graph relinked."""
+    refresh_title(document_id)
+    document = Document.objects.filter(pk=document_id, deleted_at__isnull=True).first()
+    if document is not None and settings.RAG_GRAPH_ENABLED:
+        rename_document_entity(document=document, model_id=settings.RAG_EMBEDDING_MODEL)

@@ -27,6 +27,8 @@ HOPS = 2
 NEIGHBOURS_PER_ENTITY = 30
 CHUNKS_PER_ENTITY = 50
 MAX_FRONTIER = 100
+NEXT_HOP_MIN_SCORE = 0.3
+NEXT_HOP_FRONTIER = 10
 # A chunk that names an entity counts less than the chunks of the document the entity is the title of.
 MENTION_FACTOR = 0.3
 
@@ -113,7 +115,8 @@ def _spread(
             reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
         frontier = {}
         for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
-            if score > scores.get(pk, 0.0) * 0.1:
+            # Only strongly reached entities spread further: a second hop from a weak one is noise.
+            if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
                 frontier[pk] = score
             scores[pk] = scores.get(pk, 0.0) + score
     return scores
@@ -124,8 +127,8 @@ def graph_ranking(
 ) -> list[Hit]:
     """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
 
-    Chunks of the seed chunks' own documents are left out: the rankings that chose them rank them
-    already, and the graph's part is what they lead to.
+    The seed chunks' documents are not ranked again for what they merely name: the rankings that
+    chose them rank them already, and the graph's part is what they lead to.
     """
     seeds, spread_only = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
     if not seeds:
@@ -143,7 +146,7 @@ def graph_ranking(
                     SELECT m.chunk_id, m.subject FROM graph_mentions m
                     JOIN v ON v.id = m.document_id AND v.version = m.document_version
                     WHERE m.entity_id = s.id AND m.model_id = %s
-                      AND NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%s)))
+                      AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%s))))
                     ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %s) c
                 GROUP BY c.chunk_id ORDER BY score DESC, c.chunk_id LIMIT %s""",
             [
@@ -157,4 +160,7 @@ def graph_ranking(
                 limit,
             ],
         )
-        return [Hit(chunk_id=chunk_id, score=float(score)) for chunk_id, score in cursor.fetchall()]
+        # A question-named entity's own chunks score 1 or more; one hop away 0.5, two hops 0.25.
+        return [
+            Hit(chunk_id=chunk_id, score=float(score), relevance=min(1.0, float(score))) for chunk_id, score in cursor.fetchall()
+        ]

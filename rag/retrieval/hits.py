@@ -14,6 +14,8 @@ class Hit:
 
     chunk_id: int
     score: float
+    # The ranking's own evidence on a common 0-1 scale, which score-aware fusion adds up.
+    relevance: float = 0.0
     document_id: uuid.UUID | None = None
     chunk_index: int = 0
     text: str = ""

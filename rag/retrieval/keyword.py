@@ -29,10 +29,12 @@ p AS MATERIALIZED (
   SELECT k.lexeme, k.chunk_id, k.tf, k.length
   FROM keyword_postings k JOIN vd ON vd.id = k.document_id AND vd.version = k.document_version, ql
   WHERE k.model_id = %(model)s AND k.lexeme = ANY(ql.lex)),
-df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme)
-SELECT p.chunk_id, sum(ln(1 + (greatest(%(n)s::float8, d.df) - d.df + 0.5) / (d.df + 0.5)) * p.tf * (%(k1)s::float8 + 1)
-                       / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score
-FROM p JOIN df d USING (lexeme)
+df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme),
+idf AS (SELECT lexeme, ln(1 + (greatest(%(n)s::float8, df) - df + 0.5) / (df + 0.5)) AS idf FROM df)
+SELECT p.chunk_id, sum(i.idf * p.tf * (%(k1)s::float8 + 1)
+                       / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score,
+       (SELECT sum(idf) FROM idf) AS ceiling
+FROM p JOIN idf i USING (lexeme)
 GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 """
 
@@ -55,4 +57,7 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
     with connection.cursor() as cursor:
         cursor.execute(_SQL.format(visible=visible), params)
         rows = cursor.fetchall()
-    return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+    # `relevance`: the score against what a chunk holding every query word once, at average length,
+    # would get. Unlike the best score of this query, it does not make a weak match look strong
+    # just because nothing better matched (a chunk sharing only two common words stays low).
+    return [Hit(chunk_id=r[0], score=float(r[1]), relevance=min(1.0, float(r[1]) / float(r[2])) if r[2] else 0.0) for r in rows]

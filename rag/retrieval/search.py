@@ -19,7 +19,7 @@ from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
-from rag.retrieval.fusion import max_rrf_score, reciprocal_rank_fusion
+from rag.retrieval.fusion import relevance_fusion, spread_documents
 from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
@@ -110,17 +110,22 @@ def search(
         hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit)
         lap("graph_ms")
     else:
-        rankings = [[h.chunk_id for h in vector_hits], [h.chunk_id for h in keyword_hits]]
+        rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
+        used = list(hybrid_weights[:2])
         if settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0:
             # The graph spreads from the question's names and from the best chunks of the other two.
-            seeds = [chunk_id for chunk_id, _ in reciprocal_rank_fusion(rankings, weights=hybrid_weights[:2])[:GRAPH_SEED_CHUNKS]]
+            first = relevance_fusion(rankings, weights=used) if any(used) else []
+            seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
             graph_hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds)
-            rankings.append([h.chunk_id for h in graph_hits])
+            rankings.append([(h.chunk_id, h.relevance) for h in graph_hits])
+            used.append(hybrid_weights[2])
             lap("graph_ms")
-        used = hybrid_weights[: len(rankings)]
-        fused = reciprocal_rank_fusion(rankings, weights=used)
-        scale = max_rrf_score(used) or 1.0
-        hits = [Hit(chunk_id=chunk_id, score=score / scale) for chunk_id, score in fused[:limit]]
+        fused = dict(relevance_fusion(rankings, weights=used))
+        order = list(fused)
+        if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
+            document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
+            order = spread_documents(order, document_of, per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT)
+        hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]
     documents = _load(hits, scope)

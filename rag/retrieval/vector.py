@@ -44,6 +44,15 @@ def vector_ranking(
         )
         rows = cursor.fetchall()
     return [
-        Hit(chunk_id=r[0], document_id=r[1], chunk_index=r[2], start=r[3], end=r[4], version=r[5], score=float(r[6]))
+        Hit(
+            chunk_id=r[0],
+            document_id=r[1],
+            chunk_index=r[2],
+            start=r[3],
+            end=r[4],
+            version=r[5],
+            score=float(r[6]),
+            relevance=max(0.0, float(r[6])),
+        )
         for r in rows
     ]

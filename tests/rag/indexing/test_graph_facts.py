@@ -1,0 +1,128 @@
+"""The knowledge graph's facts: what the rules read from a chunk, and how facts follow chunks through edits."""
+
+from __future__ import annotations
+
+from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
+from rag.indexing.pipeline import index_documents, title_changed
+from rag.models import Chunk, Entity, EntityKind, Mention, Relation
+from rag.providers.embeddings import get_embedding_provider
+from rag.retrieval.names import entity_key
+from tests.factories import DocumentFactory
+
+MODEL = "fake-embedding"
+
+
+def matcher(*titles: str) -> TitleMatcher:
+    return TitleMatcher({entity_key(t): t for t in titles})
+
+
+def test_names_are_normalised_whatever_the_script_and_punctuation():
+    assert entity_key("Hermann II, Landgrave of Hesse") == "hermann ii landgrave of hesse"
+    assert entity_key("  Ünïcode — ＦＵＬＬＷＩＤＴＨ  ") == "ünïcode fullwidth"
+    assert entity_key("東京タワー") == "東京タワー"
+    assert entity_key("!!! ... ???") == ""
+    assert len(entity_key("word " * 1000)) <= 200
+
+
+def test_the_rules_read_titles_links_names_code_and_headings():
+    text = (
+        "Deploys run through the Release Train and [[Rollback Guide]]. See [the runbook](/doc/00000000-0000-0000-0000-000000000001). "
+        "Grace Hopper wrote the `deploy.sh` script; the release train never stops."
+    )
+    facts = read_chunk(
+        text,
+        ["Operations"],
+        own_key=entity_key("Deploying"),
+        matcher=matcher("Release Train", "Deploying"),
+        linked_titles={"00000000-0000-0000-0000-000000000001": "Runbook"},
+    )
+    kinds = {key: kind for key, (_, kind, _) in facts.mentions.items()}
+    assert kinds["release train"] == EntityKind.DOCUMENT
+    assert facts.mentions["release train"][2] >= 2, "both spellings count"
+    assert kinds["rollback guide"] == EntityKind.NAME and "rollback guide" in facts.links
+    assert kinds["runbook"] == EntityKind.DOCUMENT and "runbook" in facts.links
+    assert kinds["grace hopper"] == EntityKind.NAME
+    assert kinds["deploy sh"] == EntityKind.CODE
+    assert kinds["operations"] == EntityKind.TOPIC
+    assert "deploying" not in facts.mentions, "a document does not mention itself"
+
+
+def test_a_chunk_full_of_links_writes_a_bounded_number_of_facts():
+    text = " ".join(f"[[Page {i} Name]]" for i in range(5000))
+    facts = read_chunk(text, [], own_key="x", matcher=matcher(), linked_titles={})
+    assert len(facts.mentions) == MAX_ENTITIES_PER_CHUNK
+
+
+def test_empty_and_punctuation_titles_name_nothing():
+    facts = read_chunk("... --- !!!", ["###"], own_key="", matcher=matcher("...", "!!!"), linked_titles={})
+    assert facts.mentions == {}
+
+
+def relations_of(document) -> set[tuple[str, str, str]]:
+    rows = Relation.objects.filter(document_id=document.pk, model_id=MODEL).exclude(predicate="CO_OCCURS")
+    names = dict(Entity.objects.values_list("id", "name"))
+    return {(names[r.source_id], r.predicate, names[r.target_id]) for r in rows}
+
+
+def test_indexing_writes_a_relation_to_each_document_a_chunk_names(cast):
+    beta = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Beta Service", text="Beta serves traffic.")
+    alpha = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha calls the Beta Service for every request."
+    )
+    index_documents(document_ids=[beta.pk, alpha.pk])
+    assert ("Alpha", "MENTIONS", "Beta Service") in relations_of(alpha)
+    subject = Mention.objects.get(document_id=alpha.pk, subject=True)
+    assert Entity.objects.get(pk=subject.entity_id).name == "Alpha"
+    assert Mention.objects.filter(document_id=beta.pk, subject=True, entity__key="beta service").exists()
+
+
+def test_facts_go_with_their_chunks_when_the_text_changes(cast):
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Beta Service", text="Beta.")
+    alpha = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha calls the Beta Service.")
+    index_documents(document_ids=[alpha.pk])
+    assert relations_of(alpha)
+    alpha.text, alpha.version = "Alpha works alone now.", alpha.version + 1
+    alpha.save()
+    index_documents(document_ids=[alpha.pk])
+    assert relations_of(alpha) == set()
+    assert not Mention.objects.filter(document_id=alpha.pk, document_version=1).exists()
+
+
+def test_a_document_added_later_is_linked_to_earlier_chunks_without_embedding_them_again(cast):
+    alpha = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha calls the gamma gateway for payments."
+    )
+    index_documents(document_ids=[alpha.pk])
+    assert ("Alpha", "MENTIONS", "Gamma Gateway") not in relations_of(alpha), "no such document yet"
+    provider = get_embedding_provider()
+    provider.calls.clear()
+    gamma = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Gamma Gateway", text="The gateway.")
+    index_documents(document_ids=[gamma.pk])
+    embedded = [text for call in provider.calls for text in call]
+    assert all("Alpha calls" not in text for text in embedded), "alpha's chunk is not embedded again"
+    assert ("Alpha", "MENTIONS", "Gamma Gateway") in relations_of(alpha)
+    target = Entity.objects.get(key="gamma gateway")
+    assert Mention.objects.filter(entity=target, subject=True, document_id=gamma.pk).exists()
+
+
+def test_a_rename_makes_the_document_the_subject_of_its_new_title(cast):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Old Name", text="Some text about things.")
+    reader = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Reader", text="Reader depends on the New Name service."
+    )
+    index_documents(document_ids=[doc.pk, reader.pk])
+    doc.title = "New Name"
+    doc.save()
+    title_changed(doc.pk)
+    subject = Mention.objects.get(document_id=doc.pk, subject=True)
+    assert Entity.objects.get(pk=subject.entity_id).key == "new name"
+    assert ("Reader", "MENTIONS", "New Name") in relations_of(reader)
+
+
+def test_cleanup_removes_entities_no_chunk_names_any_more(cast):
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Lonely", text="Talks about Grace Hopper.")
+    index_documents(document_ids=[doc.pk])
+    assert Entity.objects.filter(key="grace hopper").exists()
+    Chunk.objects.filter(document=doc).delete()
+    assert delete_orphan_entities() >= 2
+    assert not Entity.objects.filter(key__in=["grace hopper", "lonely"]).exists()

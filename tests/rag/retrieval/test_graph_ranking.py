@@ -1,0 +1,133 @@
+"""Graph ranking: multi-hop through the facts, and never through a document the viewer cannot read."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.db import transaction
+
+from documents.models import Document
+from rag.indexing.pipeline import index_documents
+from rag.retrieval.graph import graph_ranking, question_keys
+from rag.retrieval.search import search
+from rag.retrieval.visibility import search_scope
+from tests.access_matrix import build_random_matrix
+from tests.factories import CollectionFactory, DocumentFactory
+
+MODEL = "fake-embedding"
+
+
+def titles(result) -> list[str]:
+    return [result.documents[h.document_id].title for h in result.hits if h.document_id in result.documents]
+
+
+def graph(user, query: str) -> list[tuple[int, float]]:
+    hits = graph_ranking(scope=search_scope(user=user), query=query, model_id=MODEL, limit=50)
+    return [(h.chunk_id, round(h.score, 9)) for h in hits]
+
+
+@pytest.fixture
+def films(cast):
+    """A film names its director; the director's page gives the death date (the answer is one hop away)."""
+    docs = {
+        "film": DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title="The Organization (Film)",
+            text="The Organization is a 1971 thriller directed by Don Medford.",
+        ),
+        "director": DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title="Don Medford",
+            text="He was an American television and film director. He died on December 12, 2012.",
+        ),
+        "other": DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title="Another Film",
+            text="A film about a date of death and a director, with no link to anything.",
+        ),
+    }
+    index_documents(document_ids=[d.pk for d in docs.values()])
+    return docs
+
+
+def test_the_question_names_are_every_run_of_words_but_stopwords_alone():
+    keys = question_keys("What is the date of death of the director of film The Organization (Film)?")
+    assert "the organization film" in keys and "director" in keys
+    assert "the" not in keys and "of the" not in keys
+
+
+def test_graph_mode_reaches_the_document_one_hop_from_the_one_the_question_names(cast, api_for, films):
+    response = api_for(cast.bob).post(
+        "rag.search", {"query": "When did the director of film The Organization (Film) die?", "mode": "graph"}
+    )
+    assert response.status_code == 200, response.json()
+    found = [hit["document"]["title"] for hit in response.json()["data"]]
+    assert found[:2] == ["The Organization (Film)", "Don Medford"]
+    assert "Another Film" not in found
+
+
+def test_hybrid_search_puts_the_bridge_and_the_answer_on_top(cast, films):
+    result = search(user=cast.bob, query="When did the director of film The Organization (Film) die?", limit=2, threshold=0.0)
+    assert set(titles(result)) == {"The Organization (Film)", "Don Medford"}
+
+
+def test_a_hop_never_passes_through_a_document_the_viewer_cannot_read(cast):
+    # public film -> private "bridge" page that names the director -> public director page
+    DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Night Train", text="Night Train was produced by Studio Vega."
+    )
+    DocumentFactory(
+        collection=cast.private, created_by=cast.alice, title="Studio Vega", text="Studio Vega was founded by Irma Kovacs."
+    )
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Irma Kovacs", text="Irma Kovacs died in 1990.")
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    question = "Who founded the studio that produced Night Train?"
+    alice = titles(search(user=cast.alice, query=question, mode="graph", limit=10))
+    bob = titles(search(user=cast.bob, query=question, mode="graph", limit=10))
+    assert "Irma Kovacs" in alice, "two hops through the studio for a reader of the studio"
+    assert "Studio Vega" not in bob and "Irma Kovacs" not in bob
+
+
+def test_another_team_with_the_same_names_changes_nothing(cast, films):
+    before = graph(cast.bob, "When did the director of film The Organization (Film) die?")
+    theirs = CollectionFactory(team=cast.charlie.team)
+    twins = [
+        DocumentFactory(
+            collection=theirs, created_by=cast.charlie, title="The Organization (Film)", text="Directed by Don Medford."
+        ),
+        DocumentFactory(collection=theirs, created_by=cast.charlie, title="Don Medford", text="A Don Medford died."),
+    ]
+    index_documents(document_ids=[d.pk for d in twins])
+    assert graph(cast.bob, "When did the director of film The Organization (Film) die?") == before
+    charlie = search(user=cast.charlie, query="The Organization (Film) director Don Medford", mode="graph", limit=10)
+    assert {d.team_id for d in charlie.documents.values()} == {cast.charlie.team_id}
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_graph_rankings_equal_those_over_only_the_viewers_documents(db, seed):
+    """The oracle: remove every document a user cannot read, rank again; nothing may change."""
+    users, docs, *_ = build_random_matrix(seed, documents=120)
+    rng = random.Random(seed)
+    names = [f"Station {name}" for name in ("Alder", "Birch", "Cedar", "Dogwood", "Elm", "Fir", "Ginkgo", "Hazel")]
+    for d in docs:
+        d.title = rng.choice(names) + f" {rng.randint(1, 3)}"
+        linked = rng.sample(names, 2)
+        d.text = f"{d.title} connects to {linked[0]} {rng.randint(1, 3)} and {linked[1]} {rng.randint(1, 3)}."
+    Document.objects.bulk_update(docs, ["title", "text"])
+    index_documents(document_ids=[d.pk for d in docs if d.deleted_at is None])
+    ranked = 0
+    for user in users[:8]:
+        query = f"Which line reaches {rng.choice(names)} 2 from {rng.choice(names)} 1?"
+        expected = graph(user, query)
+        ranked += bool(expected)
+        with transaction.atomic():
+            visible = Document.objects.visible_to(user).values_list("pk", flat=True)
+            Document.objects.filter(team_id=user.team_id).exclude(pk__in=list(visible)).delete()
+            Document.objects.exclude(team_id=user.team_id).delete()
+            assert graph(user, query) == expected, f"{user.username}: invisible documents moved the graph ranking"
+            transaction.set_rollback(True)
+    assert ranked >= 4, "the oracle compared real rankings"
