@@ -25,11 +25,11 @@ from documents.models import Document
 from permissions.models import ApiToken, TokenScope
 from permissions.services import api_token_create, api_token_revoke
 from rag.indexing.pipeline import index_documents
-from rag.models import QueryLog
+from rag.models import Mention, QueryLog
 from tests.conftest import Cast
 from tests.factories import DocumentFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -137,6 +137,11 @@ def handbook_and_bob(world: World) -> dict:
     return {"id": str(world.cast.handbook.id), "userId": str(world.cast.bob.id)}
 
 
+def subject_entity(world: World) -> uuid.UUID:
+    """The entity named by the world's document title (its chunks are its subject mentions)."""
+    return Mention.objects.filter(document_id=world.doc.pk, subject=True).values_list("entity_id", flat=True)[0]
+
+
 def new_document(world: World) -> dict:
     return {"title": "Onboarding", "text": "# Welcome", "collectionId": str(world.cast.handbook.id)}
 
@@ -172,7 +177,11 @@ CASES = [
     Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4, "comment": "Helpful"}),
     Case("rag.status"),
     Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}),
+    Case("graph.entities", lambda w: {"query": ""}),
+    Case("graph.entity", lambda w: {"id": str(subject_entity(w))}),
     Case("documents.create", status=400, note="missing-fields"),
+    Case("graph.entities", lambda w: {"limit": 0}, status=400, note="limit"),
+    Case("graph.entity", lambda w: {"id": str(subject_entity(w))}, status=404, caller="charlie"),
     Case("rag.search", lambda w: {"query": "x"}, status=400, note="short-query"),
     Case("rag.answer", lambda w: {"query": "owls", "limit": 0}, status=400, note="limit"),
     Case("rag.search", lambda w: {"query": "owls hunt"}, status=401, caller=None),

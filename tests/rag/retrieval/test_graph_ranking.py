@@ -131,3 +131,30 @@ def test_graph_rankings_equal_those_over_only_the_viewers_documents(db, seed):
             assert graph(user, query) == expected, f"{user.username}: invisible documents moved the graph ranking"
             transaction.set_rollback(True)
     assert ranked >= 4, "the oracle compared real rankings"
+
+
+def test_graph_entities_counts_only_what_the_caller_may_read(cast, api_for, films):
+    DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret Memo", text="Don Medford was also in a memo.")
+    index_documents(document_ids=list(Document.objects.filter(title="Secret Memo").values_list("pk", flat=True)))
+
+    def medford(user):
+        response = api_for(user).post("graph.entities", {"query": "medford"})
+        assert response.status_code == 200, response.json()
+        return {e["name"]: e for e in response.json()["data"]}
+
+    assert medford(cast.alice)["Don Medford"]["documents"] == 3
+    assert medford(cast.bob)["Don Medford"]["documents"] == 2, "the private memo's mention is not counted"
+    assert medford(cast.charlie) == {}
+    assert api_for(cast.bob).post("graph.entities", {"query": "secret memo"}).json()["data"] == []
+
+
+def test_graph_entity_shows_visible_neighbours_and_passages_and_404s_otherwise(cast, api_for, films):
+    film = api_for(cast.bob).post("graph.entities", {"query": "the organization film"}).json()["data"][0]
+    response = api_for(cast.bob).post("graph.entity", {"id": film["id"]})
+    assert response.status_code == 200, response.json()
+    data = response.json()["data"]
+    assert data["entity"]["name"] == "The Organization (Film)"
+    assert any(n["entity"]["name"] == "Don Medford" and n["predicate"] == "MENTIONS" for n in data["neighbours"])
+    assert data["passages"][0]["title"] == "The Organization (Film)"
+    assert api_for(cast.charlie).post("graph.entity", {"id": film["id"]}).status_code == 404
+    assert api_for(cast.bob).post("graph.entity", {"id": "not-a-uuid"}).json()["error"] == "invalid_query"

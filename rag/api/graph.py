@@ -1,0 +1,76 @@
+"""graph.entities and graph.entity: explore the knowledge graph, through the viewer's visible documents."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from config.rpc import PaginationOutput, envelope, respond
+from rag.api.base import RagApi, StrictInt
+from rag.retrieval.explore import entity_get, entity_list
+
+
+class EntityOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    kind = serializers.CharField(help_text="document (a title), name, topic or code.")
+    mentions = serializers.IntegerField(help_text="Chunks you can read that name it.")
+    documents = serializers.IntegerField(help_text="Documents you can read that name it.")
+
+
+class GraphEntitiesResponse(serializers.Serializer):
+    data = EntityOutput(many=True)  # type: ignore[assignment]  # the JSON field is named data
+    pagination = PaginationOutput()
+
+
+class GraphEntitiesApi(RagApi):
+    """Find entities by name; every count is of passages you can read."""
+
+    class Input(serializers.Serializer):
+        query = serializers.CharField(max_length=200, allow_blank=True, default="", trim_whitespace=True)
+        limit = StrictInt(min_value=1, max_value=100, default=25)
+        offset = StrictInt(min_value=0, max_value=100_000, default=0)
+
+    @extend_schema(responses=GraphEntitiesResponse)
+    def post(self, request):
+        data = self.validated(request)
+        entities, total = entity_list(user=request.user, query=data["query"], limit=data["limit"], offset=data["offset"])
+        body = {"data": entities, "pagination": {"limit": data["limit"], "offset": data["offset"], "total": total}}
+        return Response(GraphEntitiesResponse(body).data)
+
+
+class NeighbourOutput(serializers.Serializer):
+    entity = EntityOutput()
+    predicate = serializers.CharField()
+    direction = serializers.ChoiceField(choices=["out", "in"], help_text="out: this entity -> neighbour.")
+    confidence = serializers.FloatField()
+    weight = serializers.FloatField()
+    chunkId = serializers.CharField(source="chunk_id", help_text="The passage the relation was read from.")
+
+
+class EntityPassageOutput(serializers.Serializer):
+    chunkId = serializers.CharField(source="chunk_id")
+    documentId = serializers.UUIDField(source="document_id")
+    title = serializers.CharField()
+    chunkIndex = serializers.IntegerField(source="chunk_index")
+    text = serializers.CharField()
+
+
+class EntityDetailOutput(serializers.Serializer):
+    entity = EntityOutput()
+    neighbours = NeighbourOutput(many=True)
+    passages = EntityPassageOutput(many=True)
+
+
+class GraphEntityApi(RagApi):
+    """One entity: its neighbours (relations with predicate and confidence) and the passages that name it."""
+
+    class Input(serializers.Serializer):
+        id = serializers.UUIDField()
+        limit = StrictInt(min_value=1, max_value=100, default=25)
+
+    @extend_schema(responses=envelope(EntityDetailOutput))
+    def post(self, request):
+        data = self.validated(request)
+        return respond(EntityDetailOutput, entity_get(user=request.user, entity_id=data["id"], limit=data["limit"]))

@@ -1,0 +1,127 @@
+"""Exploring the knowledge graph: find entities by name, and one entity's neighbours and passages.
+
+Every count, neighbour, relation and passage is read through the viewer's visible documents (the
+same compiled scope as search): an entity with no visible mention does not exist for the viewer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from config.errors import NotFound
+from permissions.models import User
+from rag.retrieval.names import entity_key
+from rag.retrieval.visibility import SearchScope, search_scope
+
+
+@dataclass(frozen=True)
+class EntitySummary:
+    id: uuid.UUID
+    name: str
+    kind: str
+    mentions: int  # visible chunks that name it
+    documents: int  # visible documents those chunks belong to
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    entity: EntitySummary
+    predicate: str
+    direction: str  # "out": this entity -> neighbour; "in": neighbour -> this entity
+    confidence: float
+    weight: float
+    chunk_id: int  # the chunk a supporting fact was read from (a visible one)
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: int
+    document_id: uuid.UUID
+    title: str
+    chunk_index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class EntityDetail:
+    entity: EntitySummary
+    neighbours: list[Neighbour]
+    passages: list[Passage]
+
+
+def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offset: int = 0) -> tuple[list[EntitySummary], int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH v AS MATERIALIZED ({scope.sql}),
+                counted AS (
+                    SELECT e.id, e.name, e.kind, count(*) AS mentions, count(DISTINCT m.document_id) AS documents
+                    FROM graph_entities e
+                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %s
+                    JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                    WHERE e.team_id = %s AND {where}
+                    GROUP BY e.id, e.name, e.kind)
+                SELECT id, name, kind, mentions, documents, count(*) OVER () FROM counted
+                ORDER BY mentions DESC, name, id LIMIT %s OFFSET %s""",
+            [*scope.params, settings.RAG_EMBEDDING_MODEL, scope.user.team_id, *params, limit, offset],
+        )
+        rows = cursor.fetchall()
+    return [EntitySummary(*row[:5]) for row in rows], (rows[0][5] if rows else 0)
+
+
+def entity_list(*, user: User, query: str, limit: int = 25, offset: int = 0) -> tuple[list[EntitySummary], int]:
+    """Entities whose name contains `query` (all when empty), most mentioned first, and how many match."""
+    scope = search_scope(user=user)
+    key = entity_key(query)
+    if not key:
+        return _summaries(scope, "TRUE", [], limit=limit, offset=offset)
+    like = "%" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return _summaries(scope, "e.key LIKE %s", [like], limit=limit, offset=offset)
+
+
+def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDetail:
+    """One entity as the viewer may see it: 404 unless one of its mentions is visible."""
+    scope = search_scope(user=user)
+    found, _ = _summaries(scope, "e.id = %s", [entity_id], limit=1)
+    if not found:
+        raise NotFound("Entity not found.")
+    model_id = settings.RAG_EMBEDDING_MODEL
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH v AS MATERIALIZED ({scope.sql}),
+                edges AS (
+                    SELECT r.target_id AS other, 'out' AS direction, r.predicate, r.confidence, r.weight, r.chunk_id
+                    FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
+                    WHERE r.source_id = %s AND r.model_id = %s
+                    UNION ALL
+                    SELECT r.source_id, 'in', r.predicate, r.confidence, r.weight, r.chunk_id
+                    FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
+                    WHERE r.target_id = %s AND r.model_id = %s)
+                SELECT DISTINCT ON (other, direction, predicate) other, direction, predicate, confidence, weight, chunk_id
+                FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id""",
+            [*scope.params, entity_id, model_id, entity_id, model_id, entity_id],
+        )
+        edges = cursor.fetchall()
+    others, _ = _summaries(scope, "e.id = ANY(%s)", [[row[0] for row in edges]], limit=10_000) if edges else ([], 0)
+    by_id = {summary.id: summary for summary in others}
+    neighbours = sorted(
+        (Neighbour(by_id[o], p, d, float(c), float(w), chunk) for o, d, p, c, w, chunk in edges if o in by_id),
+        key=lambda n: (-n.weight, n.predicate, n.entity.name),
+    )[:limit]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH v AS MATERIALIZED ({scope.sql})
+                SELECT e.id, e.document_id, d.title, e.chunk_index, e.chunk_text
+                FROM graph_mentions m
+                JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                JOIN document_embeddings e ON e.id = m.chunk_id
+                JOIN documents_document d ON d.id = e.document_id
+                WHERE m.entity_id = %s AND m.model_id = %s
+                ORDER BY m.subject DESC, m.count DESC, e.id LIMIT %s""",
+            [*scope.params, entity_id, model_id, limit],
+        )
+        passages = [Passage(*row) for row in cursor.fetchall()]
+    return EntityDetail(entity=found[0], neighbours=neighbours, passages=passages)
