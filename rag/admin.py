@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Avg, OuterRef, Subquery
+from django.urls import reverse
+from django.utils.html import format_html
 
 from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
@@ -12,7 +14,7 @@ from permissions.admin import TeamAdmin
 from permissions.models import Team
 from rag.indexing.cleanup import cleanup_embeddings
 from rag.indexing.state import job_create, mark_pending
-from rag.models import Chunk, Feedback, IndexJob, IndexState, IndexStatus, QueryLog
+from rag.models import Chunk, Entity, Feedback, IndexJob, IndexState, IndexStatus, QueryLog, Relation
 from rag.tasks import enqueue_reindex
 
 
@@ -50,7 +52,7 @@ admin.site.unregister(Document)
 
 @admin.register(Document)
 class IndexedDocumentAdmin(DocumentAdmin):
-    list_display = [*DocumentAdmin.list_display, "index_state"]
+    list_display = [*DocumentAdmin.list_display, "index_state", "graph_facts"]
     list_filter = [*DocumentAdmin.list_filter, IndexStateFilter]
     actions = ["reindex"]
 
@@ -66,6 +68,11 @@ class IndexedDocumentAdmin(DocumentAdmin):
     def index_state(self, obj) -> str:
         state = obj._index_state or "not indexed"
         return f"{state}: {obj._index_error[:80]}" if obj._index_error else state
+
+    @admin.display(description="graph")
+    def graph_facts(self, obj) -> str:
+        url = reverse("admin:rag_relation_changelist") + f"?document_id={obj.pk}"
+        return format_html('<a href="{}">relations</a>', url)
 
     @admin.action(description="Reindex selected documents")
     def reindex(self, request, queryset):
@@ -202,3 +209,28 @@ class QueryLogAdmin(admin.ModelAdmin):
     @admin.display(description="rating", ordering="_rating")
     def rating(self, obj) -> str:
         return f"{obj._rating:.1f}" if obj._rating is not None else "–"
+
+
+@admin.register(Entity)
+class EntityAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "team", "created_at"]
+    list_filter = ["kind", "team"]
+    search_fields = ["name", "key"]
+    readonly_fields = [f.name for f in Entity._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Relation)
+class RelationAdmin(admin.ModelAdmin):
+    """The facts read from each document's chunks; `?document_id=<id>` lists one document's."""
+
+    list_display = ["source", "predicate", "target", "confidence", "weight", "document_id", "document_version", "chunk_id"]
+    list_filter = ["predicate", "model_id"]
+    list_select_related = ["source", "target"]
+    search_fields = ["source__name", "target__name", "=document_id"]
+    readonly_fields = [f.name for f in Relation._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

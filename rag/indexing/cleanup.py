@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
+from rag.indexing.graph import delete_orphan_entities
 from rag.models import Chunk, IndexStatus
 
 
@@ -14,6 +15,7 @@ from rag.models import Chunk, IndexStatus
 class CleanupReport:
     obsolete_models: dict[str, int]  # model id -> chunks
     orphaned_chunks: int
+    orphaned_entities: int = 0
 
 
 @transaction.atomic
@@ -25,8 +27,11 @@ def cleanup_embeddings(*, dry_run: bool = False, keep_models: list[str] | None =
         per_model[model_id] = obsolete.filter(model_id=model_id).count()
     orphans = Chunk.objects.filter(document__deleted_at__isnull=False)
     orphan_count = orphans.count()
+    entities = 0
     if not dry_run:
         obsolete.delete()
         IndexStatus.objects.exclude(model_id__in=keep).delete()
         orphans.delete()
-    return CleanupReport(obsolete_models=per_model, orphaned_chunks=orphan_count)
+        # Graph facts went with those chunks; entities no chunk names any more go now.
+        entities = delete_orphan_entities()
+    return CleanupReport(obsolete_models=per_model, orphaned_chunks=orphan_count, orphaned_entities=entities)

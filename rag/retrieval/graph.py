@@ -31,6 +31,7 @@ NEXT_HOP_MIN_SCORE = 0.3
 NEXT_HOP_FRONTIER = 10
 # A chunk that names an entity counts less than the chunks of the document the entity is the title of.
 MENTION_FACTOR = 0.3
+SAME_DOCUMENT_DECAY = 0.5
 
 
 def question_keys(query: str) -> list[str]:
@@ -141,14 +142,14 @@ def graph_ranking(
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql}),
                 s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
-                SELECT c.chunk_id, sum(s.score * CASE WHEN c.subject THEN 1.0 ELSE %s END) AS score
+                SELECT c.chunk_id, c.document_id, sum(s.score * CASE WHEN c.subject THEN 1.0 ELSE %s END) AS score
                 FROM s, LATERAL (
-                    SELECT m.chunk_id, m.subject FROM graph_mentions m
+                    SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN v ON v.id = m.document_id AND v.version = m.document_version
                     WHERE m.entity_id = s.id AND m.model_id = %s
                       AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%s))))
                     ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %s) c
-                GROUP BY c.chunk_id ORDER BY score DESC, c.chunk_id LIMIT %s""",
+                GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %s""",
             [
                 *scope.params,
                 [pk for pk, _ in top],
@@ -157,10 +158,18 @@ def graph_ranking(
                 model_id,
                 seed_chunk_ids or [],
                 CHUNKS_PER_ENTITY,
-                limit,
+                limit * 4,
             ],
         )
-        # A question-named entity's own chunks score 1 or more; one hop away 0.5, two hops 0.25.
-        return [
-            Hit(chunk_id=chunk_id, score=float(score), relevance=min(1.0, float(score))) for chunk_id, score in cursor.fetchall()
-        ]
+        rows = cursor.fetchall()
+    # Every chunk of a document an entity names scores alike; the graph vouches for the document,
+    # so its first chunk takes the score and each further one half the one before.
+    seen: dict[uuid.UUID, int] = {}
+    hits = []
+    for chunk_id, document_id, score in rows:
+        seen[document_id] = seen.get(document_id, -1) + 1
+        decayed = float(score) * SAME_DOCUMENT_DECAY ** seen[document_id]
+        # A question-named entity's own chunks score 1 or more; one hop away about 0.5, two hops 0.25.
+        hits.append(Hit(chunk_id=chunk_id, score=decayed, relevance=min(1.0, decayed)))
+    hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+    return hits[:limit]

@@ -18,3 +18,5 @@ class Command(BaseCommand):
         for model_id, count in report.obsolete_models.items():
             self.stdout.write(f"{verb} {count} chunk(s) of obsolete model {model_id}")
         self.stdout.write(f"{verb} {report.orphaned_chunks} chunk(s) of deleted documents")
+        if not dry_run:
+            self.stdout.write(f"Deleted {report.orphaned_entities} graph entit(ies) no chunk names any more")

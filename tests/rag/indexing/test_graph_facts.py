@@ -126,3 +126,16 @@ def test_cleanup_removes_entities_no_chunk_names_any_more(cast):
     Chunk.objects.filter(document=doc).delete()
     assert delete_orphan_entities() >= 2
     assert not Entity.objects.filter(key__in=["grace hopper", "lonely"]).exists()
+
+
+def test_the_admin_lists_a_documents_relations(cast, client):
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Beta Service", text="Beta.")
+    alpha = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha calls the Beta Service.")
+    index_documents(document_ids=[alpha.pk])
+    cast.alice.is_staff = cast.alice.is_superuser = True
+    cast.alice.save()
+    client.force_login(cast.alice)
+    listing = client.get(f"/admin/rag/relation/?document_id={alpha.pk}")
+    assert listing.status_code == 200
+    assert b"Beta Service" in listing.content and b"MENTIONS" in listing.content
+    assert f"/admin/rag/relation/?document_id={alpha.pk}".encode() in client.get("/admin/documents/document/").content
