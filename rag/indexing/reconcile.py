@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, Subquery
 
 from documents.models import Document
-from rag.models import Chunk, IndexState, IndexStatus
+from rag.models import Chunk, IndexState, IndexStatus, Mention
+from rag.retrieval.names import entity_key, is_meaningful_key
 
 
 @dataclass
@@ -22,12 +23,14 @@ class ReconcileReport:
     stale: list[uuid.UUID] = field(default_factory=list)
     failed: list[uuid.UUID] = field(default_factory=list)
     orphaned: list[uuid.UUID] = field(default_factory=list)
+    # Indexed, but the current chunks carry no graph facts (indexed before the graph, or a lost write).
+    without_graph: list[uuid.UUID] = field(default_factory=list)
     # The repair: deleted documents whose chunks go, and documents to index again.
     to_remove: list[uuid.UUID] = field(default_factory=list)
     to_reindex: list[uuid.UUID] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {name: len(getattr(self, name)) for name in ("missing", "stale", "failed", "orphaned")}
+        return {name: len(getattr(self, name)) for name in ("missing", "stale", "failed", "orphaned", "without_graph")}
 
 
 def reconcile(*, model_id: str | None = None) -> ReconcileReport:
@@ -66,11 +69,27 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
         .values_list("document_id", flat=True)
         .distinct()
     )
+    if settings.RAG_GRAPH_ENABLED:
+        # Every chunk of a document with a meaningful title is the subject of that title.
+        bare = (
+            Document.objects.filter(deleted_at__isnull=True, chunks__model_id=model_id, chunks__document_version=F("version"))
+            .exclude(chunks__in=Mention.objects.filter(subject=True, model_id=model_id).values("chunk_id"))
+            .values_list("pk", "title")
+            .distinct()
+        )
+        stale = set(report.stale)
+        report.without_graph = [pk for pk, title in bare if is_meaningful_key(entity_key(title)) and pk not in stale]
     report.to_remove = list(
         Document.objects.filter(pk__in=report.orphaned, deleted_at__isnull=False).values_list("pk", flat=True)
     )
     removed = set(report.to_remove)
     report.to_reindex = list(
-        dict.fromkeys(report.missing + report.stale + report.failed + [pk for pk in report.orphaned if pk not in removed])
+        dict.fromkeys(
+            report.missing
+            + report.stale
+            + report.failed
+            + report.without_graph
+            + [pk for pk in report.orphaned if pk not in removed]
+        )
     )
     return report

@@ -17,12 +17,12 @@ class Command(BaseCommand):
         counts = report.counts()
         self.stdout.write(
             f"Model {report.model_id}: {counts['missing']} missing, {counts['stale']} stale, "
-            f"{counts['failed']} failed, {counts['orphaned']} with orphaned chunks"
+            f"{counts['failed']} failed, {counts['orphaned']} with orphaned chunks, {counts['without_graph']} without graph facts"
         )
         if fix:
             queued = repair_index(report)
             self.stdout.write(
                 f"Removed the chunks of {len(report.to_remove)} deleted document(s); queued {queued} document(s) for indexing."
             )
-        elif any(counts[k] for k in ("missing", "stale", "failed", "orphaned")):
+        elif any(counts.values()):
             self.stdout.write("Run with --fix to repair.")

@@ -139,3 +139,19 @@ def test_the_admin_lists_a_documents_relations(cast, client):
     assert listing.status_code == 200
     assert b"Beta Service" in listing.content and b"MENTIONS" in listing.content
     assert f"/admin/rag/relation/?document_id={alpha.pk}".encode() in client.get("/admin/documents/document/").content
+
+
+def test_reconcile_finds_and_restores_missing_graph_facts_without_embedding(cast, capsys):
+    from django.core.management import call_command
+
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha talks to Grace Hopper.")
+    index_documents(document_ids=[doc.pk])
+    Mention.objects.filter(document_id=doc.pk).delete()
+    Relation.objects.filter(document_id=doc.pk).delete()
+    call_command("reconcile_index")
+    assert "1 without graph facts" in capsys.readouterr().out
+    provider = get_embedding_provider()
+    provider.calls.clear()
+    call_command("reconcile_index", "--fix")
+    assert Mention.objects.filter(document_id=doc.pk, subject=True).exists()
+    assert provider.calls == [], "facts are read again from the chunks; nothing is embedded"
