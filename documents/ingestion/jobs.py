@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -108,27 +109,26 @@ def uploaded_files(job: ImportJob) -> list[IncomingFile]:
 
 
 def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
-    """Every file under `root` (recursively, sorted), symbolic links refused, archives expanded."""
+    """Every file under `root` (recursively, sorted), symbolic links refused, archives expanded.
+
+    Hidden files and folders (`.git`) are passed over; a link, to a file or a folder, is reported and
+    never followed, so an import cannot reach outside the folder it was given.
+    """
     files: list[IncomingFile] = []
-    for path in sorted(root.rglob("*")):
+    for path in _walk(root):
         relative = path.relative_to(root).as_posix()
         if glob and not _matches(relative, glob):
             continue
         if path.is_symlink():
             files.append(IncomingFile(path=relative, error="Symbolic links are not followed."))
             continue
-        if not path.is_file() or any(part.startswith(".") for part in PurePosixPath(relative).parts):
-            continue  # folders, sockets and the like, hidden files and folders (.git)
+        if not path.is_file():
+            continue  # sockets, pipes and the like
         size = path.stat().st_size
         if path.suffix.lower() == ".zip":
             if size > settings.IMPORT_MAX_REQUEST_SIZE:
-                files.append(
-                    IncomingFile(
-                        path=relative,
-                        size=size,
-                        error=f"The archive is larger than {size_text(settings.IMPORT_MAX_REQUEST_SIZE)}.",
-                    )
-                )
+                error = f"The archive is larger than {size_text(settings.IMPORT_MAX_REQUEST_SIZE)}."
+                files.append(IncomingFile(path=relative, size=size, error=error))
             else:
                 files.extend(_expand_if_archive(relative, path.read_bytes()))
         elif size > settings.IMPORT_MAX_FILE_SIZE:
@@ -136,6 +136,17 @@ def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
         else:
             files.append(IncomingFile(path=relative, size=size, read=path.read_bytes))
     return files
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory, folders, names in os.walk(root, followlinks=False):
+        here = Path(directory)
+        folders[:] = [f for f in folders if not f.startswith(".")]
+        # os.walk lists a link to a folder among the folders and does not descend: report it as a file.
+        found += [here / f for f in folders if (here / f).is_symlink()]
+        found += [here / n for n in names if not n.startswith(".")]
+    return sorted(found)
 
 
 def _matches(relative: str, glob: str) -> bool:

@@ -212,3 +212,13 @@ def test_the_job_rows_hold_each_file_once_when_a_job_is_run_again(cast, upload):
     import_jobs.import_uploads(job_id=job_id)
     assert ImportFile.objects.filter(job_id=job_id).count() == 0
     assert ImportJob.objects.get(pk=job_id).stage == "done"
+
+
+def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast, upload, client):
+    job_id = upload(cast.alice, cast.handbook, {"good.md": b"# Good", "empty.md": b""})["data"]["id"]
+    operator = type(cast.alice).objects.create_superuser("operator", password="x", team=cast.alice.team)
+    client.force_login(operator)
+    assert "good.md, empty.md" in client.get("/admin/documents/importjob/").content.decode()
+    page = client.get(f"/admin/documents/importjob/{job_id}/change/").content.decode()
+    assert "The file is empty." in page
+    assert "good.md" in client.get("/admin/documents/source/").content.decode()
