@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from config.csp import with_csp
 from config.errors import NotFound
 from documents.models import SourceFormat, import_storage
-from documents.selectors import document_get, document_source
+from documents.selectors import document_get, document_source, writable_collections
 from permissions.http import AuthenticatedHttpRequest
 
 
@@ -80,3 +80,11 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
         response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Referrer-Policy"] = "same-origin"
     return response
+
+
+@require_GET
+@with_csp
+@login_required
+def import_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Drop files to import them into a collection you may write to; progress and each file's outcome live."""
+    return render(request, "documents/import.html", {"collections": writable_collections(user=request.user)})

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from config.errors import NotFound
 from documents.models import Collection, Document, DocumentQuerySet, ImportFile, ImportJob, Source
 from permissions.models import User
+from permissions.policy import can_write_collection
 
 
 def document_get(*, user: User, document_id: uuid.UUID, include_archived: bool = True) -> Document:
@@ -43,6 +44,11 @@ def collection_get(*, user: User, collection_id: uuid.UUID) -> Collection:
 
 def collection_list(*, user: User):
     return Collection.objects.visible_to(user).order_by("name", "id")
+
+
+def writable_collections(*, user: User) -> list[Collection]:
+    """The collections `user` may add documents to (the choice on the /import page)."""
+    return [c for c in collection_list(user=user) if can_write_collection(user, c)]
 
 
 def team_member_get(*, user: User, user_id: uuid.UUID) -> User:
