@@ -283,7 +283,7 @@ class DocumentInfoApi(RpcApi):
     def post(self, request):
         data = self.validated(request)
         document = selectors.document_get(user=request.user, document_id=data["id"])
-        document.source = selectors.document_source(user=request.user, document_id=document.pk)
+        document.source = selectors.source_of(document=document)
         return respond(DocumentInfoOutput, document)
 
 

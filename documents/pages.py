@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from config.csp import with_csp
 from config.errors import NotFound
 from documents.models import SourceFormat, import_storage
-from documents.selectors import document_get, document_source, writable_collections
+from documents.selectors import document_get, document_source, source_of, writable_collections
 from permissions.http import AuthenticatedHttpRequest
 
 
@@ -48,7 +48,13 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
     return render(
         request,
         "documents/document.html",
-        {"document": document, "highlight": highlight, "stale": stale, "cited_version": version},
+        {
+            "document": document,
+            "highlight": highlight,
+            "stale": stale,
+            "cited_version": version,
+            "source": source_of(document=document),
+        },
     )
 
 

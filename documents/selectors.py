@@ -60,7 +60,11 @@ def team_member_get(*, user: User, user_id: uuid.UUID) -> User:
 
 def document_source(*, user: User, document_id: uuid.UUID, version: int | None = None) -> Source | None:
     """The file a document visible to `user` was imported from, at `version` or its latest; None when it was not imported."""
-    document = document_get(user=user, document_id=document_id)
+    return source_of(document=document_get(user=user, document_id=document_id), version=version)
+
+
+def source_of(*, document: Document, version: int | None = None) -> Source | None:
+    """The source of a document the caller already loaded through `visible_to` (`document_get`)."""
     sources = Source.objects.filter(document=document)
     if version is not None:
         sources = sources.filter(document_version=version)

@@ -222,3 +222,15 @@ def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast, uplo
     page = client.get(f"/admin/documents/importjob/{job_id}/change/").content.decode()
     assert "The file is empty." in page
     assert "good.md" in client.get("/admin/documents/source/").content.decode()
+
+
+def test_more_files_than_a_request_may_carry_is_a_json_error(cast, api_for, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
+    body = {"collectionId": str(cast.handbook.pk), "files": [SimpleUploadedFile(f"{n}.md", b"# x") for n in range(4)]}
+    response = api_for(cast.alice).client.post("/api/documents.import", body, format="multipart")
+    assert (response.status_code, response.json()) == (
+        400,
+        {"error": "validation_error", "message": "Too many files in one request (at most 3); send a ZIP archive instead."},
+    )

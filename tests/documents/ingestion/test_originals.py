@@ -68,3 +68,10 @@ def test_a_document_written_in_cairn_has_no_original(cast, signed_in, api_for):
 def test_signing_in_is_required(cast, upload, client):
     upload(cast.alice, cast.handbook, {"a.md": b"# A"})
     assert original(client, Document.objects.get()).status_code == 302
+
+
+def test_the_document_page_links_to_its_original(cast, upload, signed_in):
+    upload(cast.alice, cast.handbook, {"handbook.pdf": make_pdf([["Handbook page"]])})
+    document = Document.objects.get()
+    page = signed_in(cast.bob).get(f"/doc/{document.pk}").content.decode()
+    assert f'imported from <a href="/doc/{document.pk}/original?v=1">handbook.pdf</a>' in page
