@@ -14,6 +14,7 @@ import logging
 import os
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -125,7 +126,7 @@ def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
         if not path.is_file():
             continue  # sockets, pipes and the like
         size = path.stat().st_size
-        if path.suffix.lower() == ".zip":
+        if _is_archive(path):
             if size > settings.IMPORT_MAX_REQUEST_SIZE:
                 error = f"The archive is larger than {size_text(settings.IMPORT_MAX_REQUEST_SIZE)}."
                 files.append(IncomingFile(path=relative, size=size, error=error))
@@ -136,6 +137,19 @@ def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
         else:
             files.append(IncomingFile(path=relative, size=size, read=path.read_bytes))
     return files
+
+
+def _is_archive(path: Path) -> bool:
+    """A ZIP archive to expand, told by its bytes: DOCX (and other Office files) are ZIPs too, imported whole."""
+    with path.open("rb") as handle:
+        if handle.read(4) not in (b"PK\x03\x04", b"PK\x05\x06"):
+            return False
+    try:
+        with zipfile.ZipFile(path) as archive:  # reads the central directory only
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False  # imported as a file, which then fails with its reason
+    return not names & {"word/document.xml", "xl/workbook.xml", "ppt/presentation.xml"}
 
 
 def _walk(root: Path) -> list[Path]:
@@ -267,7 +281,7 @@ def _import_one(job: ImportJob, incoming: IncomingFile, known: dict[str, Known],
             # The common case of a re-import: no parsing, no write, no embedding.
             record.outcome, record.document_id = ImportOutcome.UNCHANGED, previous.document_id
             if previous.archived and not dry_run:
-                _unarchive(previous.document_id, job.created_by)
+                _unarchive(previous.document_id, job.created_by)  # its file is back (after a --prune)
             return record
         detected = detect(incoming.path, data)
         if detected.format == ARCHIVE:
@@ -354,8 +368,8 @@ def _store_original(team_id, sha256: str, data: bytes) -> str:
 
 
 def _unarchive(document_id: uuid.UUID, by: User | None) -> None:
-    document = Document.objects.filter(pk=document_id).first()
-    if document is not None:
+    document = Document.objects.select_related("collection").filter(pk=document_id).first()
+    if document is not None and (by is None or can_write_document(by, document)):
         services.document_unarchive(document=document, by=by)
 
 

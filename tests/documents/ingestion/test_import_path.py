@@ -156,3 +156,14 @@ def test_a_missing_folder_or_collection_is_a_clear_error(folder, cast):
         call_command("import_path", str(folder / "nope"), "--collection", str(cast.handbook.pk))
     with pytest.raises(CommandError, match="No collection with id nope"):
         call_command("import_path", str(folder), "--collection", "nope")
+
+
+def test_a_zip_archive_in_the_folder_is_expanded_whatever_its_name(folder, import_path):
+    from tests.documents.ingestion.files import make_zip
+
+    (folder / "export.bin").write_bytes(make_zip({"wiki/faq.md": b"# FAQ\n\nAsk away."}))
+    (folder / "runbook-copy.zip.docx").write_bytes(make_docx())
+    out, _ = import_path(folder)
+    assert out.startswith("6 files: 6 created")
+    assert Source.objects.filter(path="export.bin/wiki/faq.md").exists()
+    assert Source.objects.get(path="runbook-copy.zip.docx").format == "docx"
