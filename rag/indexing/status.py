@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, F, Q
+from django.db.models import Count, Q
 
 from documents.models import Document
 from permissions.models import User
@@ -39,14 +39,3 @@ def index_coverage(*, user: User) -> IndexCoverage:
         failed=states["failed"],
         chunks=Chunk.objects.filter(document__in=visible, model_id=model_id).count(),
     )
-
-
-def documents_awaiting_index(document_ids: list) -> int:
-    """How many of these documents are not yet indexed at their current version (nor failed) for the configured model.
-
-    Import jobs ask this (documents.ingestion.jobs.register_index_probe) to move from indexing to done.
-    """
-    settled = IndexStatus.objects.filter(document_id__in=document_ids, model_id=settings.RAG_EMBEDDING_MODEL).filter(
-        Q(state=IndexState.FAILED) | Q(state=IndexState.INDEXED, indexed_version__gte=F("document__version"))
-    )
-    return len(set(document_ids)) - settled.count()
