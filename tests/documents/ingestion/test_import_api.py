@@ -234,3 +234,19 @@ def test_more_files_than_a_request_may_carry_is_a_json_error(cast, api_for, sett
         400,
         {"error": "validation_error", "message": "Too many files in one request (at most 3); send a ZIP archive instead."},
     )
+
+
+def test_a_job_stays_indexing_until_the_index_has_caught_up(cast, api_for, job_info):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from rag.indexing.pipeline import index_documents
+
+    # No commit callbacks run here: the job is parsed by hand, and indexing waits until asked for.
+    body = {"collectionId": str(cast.handbook.pk), "files": [SimpleUploadedFile("a.md", b"# A\n\nText.")]}
+    job_id = api_for(cast.alice).client.post("/api/documents.import", body, format="multipart").json()["data"]["id"]
+    import_jobs.import_uploads(job_id=job_id)
+    assert job_info(cast.alice, job_id)["stage"] == "indexing"
+    assert [j["stage"] for j in api_for(cast.alice).post("jobs.list").json()["data"]] == ["indexing"]
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    done = job_info(cast.alice, job_id)
+    assert (done["stage"], done["finishedAt"] is not None) == ("done", True)

@@ -167,3 +167,16 @@ def test_a_zip_archive_in_the_folder_is_expanded_whatever_its_name(folder, impor
     assert out.startswith("6 files: 6 created")
     assert Source.objects.filter(path="export.bin/wiki/faq.md").exists()
     assert Source.objects.get(path="runbook-copy.zip.docx").format == "docx"
+
+
+def test_the_progress_bar_redraws_one_line_on_a_terminal():
+    from documents.management.commands.import_path import ProgressBar
+
+    out = io.StringIO()
+    bar = ProgressBar(out, total=4, enabled=True)
+    job = ImportJob(files_done=4, files_failed=1)
+    bar(job)
+    assert out.getvalue() == "\r[##############################] 4/4 files, 1 failed\n"
+    quiet = io.StringIO()
+    ProgressBar(quiet, total=4, enabled=False)(job)
+    assert quiet.getvalue() == ""
