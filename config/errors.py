@@ -53,3 +53,8 @@ class NoEmbeddings(ApplicationError):
 class EmbeddingUnavailable(ApplicationError):
     code = "embedding_unavailable"
     status = 503
+
+
+class RequestTooLarge(ApplicationError):
+    code = "request_too_large"
+    status = 413

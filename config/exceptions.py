@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -34,6 +34,14 @@ def api_exception_handler(exc, context):
         return Response(
             error_body("request_too_large", f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, (TooManyFilesSent, TooManyFieldsSent)):
+        # Django's multipart parser raises these as SuspiciousOperation, which would leave as an HTML page.
+        what = "files" if isinstance(exc, TooManyFilesSent) else "fields"
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES if what == "files" else settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response(
+            error_body("validation_error", f"Too many {what} in one request (at most {limit}); send a ZIP archive instead."),
+            status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages

@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
 from config.health import health
-from documents.pages import document_page
+from documents.pages import document_original, document_page, import_page
 from permissions.pages import login_page, logout_page
 from rag.pages import ask_page
 
@@ -13,6 +13,8 @@ urlpatterns = [
     path("health", health),
     path("rag", ask_page, name="rag"),
     path("doc/<uuid:document_id>", document_page, name="document"),
+    path("doc/<uuid:document_id>/original", document_original, name="document-original"),
+    path("import", import_page, name="import"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),
     path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),

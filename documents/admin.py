@@ -5,6 +5,9 @@ from documents.models import (
     CollectionMembership,
     Document,
     DocumentMembership,
+    ImportFile,
+    ImportJob,
+    Source,
 )
 
 
@@ -35,3 +38,61 @@ class DocumentAdmin(admin.ModelAdmin):
     search_fields = ["title"]
     readonly_fields = ["version", "created_at", "updated_at"]
     inlines = [DocumentMembershipInline]
+
+
+class ImportFileInline(admin.TabularInline):
+    model = ImportFile
+    extra = 0
+    can_delete = False
+    fields = ["path", "outcome", "format", "size", "error", "document"]
+    readonly_fields = ["path", "outcome", "format", "size", "error", "document"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = [
+        "origin",
+        "team",
+        "collection",
+        "created_by",
+        "stage",
+        "files_done",
+        "files_total",
+        "files_failed",
+        "created_at",
+    ]
+    list_filter = ["stage", "team"]
+    search_fields = ["origin"]
+    fields = [
+        "origin",
+        "team",
+        "collection",
+        "created_by",
+        "publish",
+        "stage",
+        ("files_done", "files_total", "files_failed"),
+        "error",
+        ("created_at", "started_at", "finished_at"),
+    ]
+    readonly_fields = [
+        *("origin", "team", "collection", "created_by", "publish", "stage", "files_done", "files_total", "files_failed"),
+        *("error", "created_at", "started_at", "finished_at"),
+    ]
+    inlines = [ImportFileInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # jobs start from documents.import, the /import page or import_path
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    list_display = ["path", "document", "document_version", "format", "size", "created_at"]
+    list_filter = ["format", "team"]
+    search_fields = ["path", "sha256"]
+    readonly_fields = [f.name for f in Source._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -7,11 +7,15 @@ from typing import Protocol
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
 
-from config.errors import Forbidden
+from config.errors import Forbidden, RequestTooLarge
 from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
 from documents import selectors, services
-from documents.models import Collection, Document
+from documents.ingestion.errors import size_text
+from documents.ingestion.jobs import import_job_create, import_job_refresh
+from documents.models import Collection, Document, ImportJob, ImportStage
+from documents.tasks import enqueue_import
 from permissions.models import Access, Role, User
 from permissions.policy import (
     can_manage_collections,
@@ -95,15 +99,6 @@ class DocumentCreateApi(RpcApi):
             by=request.user, collection=collection, title=data["title"], text=data["text"], publish=data["publish"]
         )
         return respond(DocumentOutput, document)
-
-
-class DocumentInfoApi(RpcApi):
-    Input = IdInput
-
-    @extend_schema(responses=envelope(DocumentOutput))
-    def post(self, request):
-        data = self.validated(request)
-        return respond(DocumentOutput, selectors.document_get(user=request.user, document_id=data["id"]))
 
 
 class DocumentListApi(RpcApi):
@@ -262,3 +257,126 @@ class CollectionRemoveUserApi(RpcApi):
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.collection_membership_remove(collection=collection, user=member)
         return respond(CollectionOutput, collection)
+
+
+class SourceOutput(serializers.Serializer):
+    filename = serializers.CharField()
+    path = serializers.CharField(help_text="The file's path inside the imported folder or archive.")
+    format = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    version = serializers.IntegerField(source="document_version", help_text="The document version read from this file.")
+    pages = serializers.IntegerField(source="page_count", help_text="Pages of a PDF; 0 for other formats.")
+    originalUrl = serializers.CharField(source="original_url")
+    importedAt = serializers.DateTimeField(source="created_at")
+
+
+class DocumentInfoOutput(DocumentOutput):
+    # ignore: the API's field is named "source", which the stubs type as Field.source (as with "context" in rag).
+    source = SourceOutput(allow_null=True, help_text="The file the document was imported from; null when written in Cairn.")  # type: ignore[assignment]
+
+
+class DocumentInfoApi(RpcApi):
+    Input = IdInput
+
+    @extend_schema(responses=envelope(DocumentInfoOutput))
+    def post(self, request):
+        data = self.validated(request)
+        document = selectors.document_get(user=request.user, document_id=data["id"])
+        document.source = selectors.source_of(document=document)
+        return respond(DocumentInfoOutput, document)
+
+
+class ImportFileOutput(serializers.Serializer):
+    path = serializers.CharField()
+    outcome = serializers.CharField(help_text="created, updated (a new version), unchanged, failed or archived (file gone).")
+    format = serializers.CharField(allow_blank=True)
+    size = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(source="error", allow_blank=True, help_text="Why the file failed.")
+    documentId = serializers.UUIDField(source="document_id", allow_null=True, help_text="Null unless you may read the document.")
+    title = serializers.CharField(allow_blank=True)
+
+
+class ImportJobSummaryOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    stage = serializers.CharField(help_text="queued, parsing, indexing, done or failed.")
+    collectionId = serializers.UUIDField(source="collection_id")
+    origin = serializers.CharField()
+    publish = serializers.BooleanField()
+    filesTotal = serializers.IntegerField(source="files_total")
+    filesDone = serializers.IntegerField(source="files_done", help_text="Files handled so far, failed ones included.")
+    filesFailed = serializers.IntegerField(source="files_failed")
+    error = serializers.CharField(allow_blank=True, help_text="Why the job as a whole failed.")
+    createdBy = serializers.UUIDField(source="created_by_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+
+class ImportJobOutput(ImportJobSummaryOutput):
+    files = ImportFileOutput(many=True, source="file_outcomes")
+
+
+def _job_with_files(user: User, job: ImportJob) -> ImportJob:
+    job.file_outcomes = selectors.import_job_files(user=user, job=job)  # type: ignore[attr-defined]
+    return job
+
+
+class JobInfoApi(RpcApi):
+    """One import job: stage, progress, and what became of each file."""
+
+    Input = IdInput
+
+    @extend_schema(responses=envelope(ImportJobOutput))
+    def post(self, request):
+        data = self.validated(request)
+        job = import_job_refresh(selectors.import_job_get(user=request.user, job_id=data["id"]))
+        return respond(ImportJobOutput, _job_with_files(request.user, job))
+
+
+class JobListApi(RpcApi):
+    """Your import jobs, newest first; a team admin sees the whole team's."""
+
+    Input = PaginationInput
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
+
+    @extend_schema(responses=paginated_envelope(ImportJobSummaryOutput))
+    def post(self, request):
+        data = self.validated(request)
+        jobs = selectors.import_job_list(user=request.user)
+        for job in jobs.filter(stage=ImportStage.INDEXING)[:100]:
+            import_job_refresh(job)
+        return respond_page(ImportJobSummaryOutput, jobs, limit=data["limit"], offset=data["offset"])
+
+
+class DocumentImportApi(RpcApi):
+    """Upload files (Markdown, text, HTML, PDF, DOCX) or ZIP archives of them; they are imported as a job."""
+
+    write_scope = True
+    parser_classes = [MultiPartParser]
+    error_statuses = (400, 401, 403, 404, 413, 429)
+
+    class Input(serializers.Serializer):
+        collectionId = serializers.UUIDField()
+        publish = serializers.BooleanField(default=False)
+        files = serializers.ListField(
+            child=serializers.FileField(allow_empty_file=True), min_length=1, help_text="One or more files (multipart)."
+        )
+
+    @extend_schema(request={"multipart/form-data": Input}, responses=envelope(ImportJobOutput))
+    def post(self, request):
+        limit = settings.IMPORT_MAX_REQUEST_SIZE
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+            raise RequestTooLarge(f"The upload is larger than the {size_text(limit)} limit per request.")
+        data = self.validated(request)
+        if sum(f.size or 0 for f in data["files"]) > limit:
+            raise RequestTooLarge(f"The upload is larger than the {size_text(limit)} limit per request.")
+        collection = _writable_collection(
+            request.user, data["collectionId"], refusal="You can read this collection but not import documents into it."
+        )
+        names = ", ".join(f.name for f in data["files"])
+        job = import_job_create(
+            by=request.user, collection=collection, origin=names, publish=data["publish"], uploads=data["files"]
+        )
+        enqueue_import(job.pk)
+        return respond(ImportJobOutput, _job_with_files(request.user, job))

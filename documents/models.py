@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_right
 
 from django.conf import settings
 from django.db import models
@@ -8,6 +9,7 @@ from django.db.models import Exists, Lookup, OuterRef, Q
 from django.utils import timezone
 
 from permissions.models import Access, GroupMembership, Role, Team
+from permissions.policy import can_see_team_jobs
 
 
 class AnyOf(Lookup):
@@ -147,3 +149,138 @@ class DocumentMembership(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "user"], name="unique_document_user")]
+
+
+def import_storage():
+    """Where originals and waiting uploads are kept: STORAGES["imports"] (a folder under var/ by default).
+
+    Read and write through this function, not `Source.original.storage`: a FileField calls its
+    storage callable once, when the model class is built, so it would miss a later settings change.
+    """
+    from django.core.files.storage import storages
+
+    return storages["imports"]
+
+
+class SourceFormat(models.TextChoices):
+    MARKDOWN = "markdown", "Markdown"
+    TEXT = "text", "Plain text"
+    HTML = "html", "HTML"
+    PDF = "pdf", "PDF"
+    DOCX = "docx", "Word (DOCX)"
+
+
+class Source(models.Model):
+    """The file one version of an imported document was read from.
+
+    One row per (document, version): a citation of an older version still finds its pages. The
+    original bytes are stored by content (`originals/<team>/<sha256>`), so a file imported twice
+    is stored once and no name a user chose becomes a path on disk.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="sources")
+    document_version = models.PositiveIntegerField()
+    # The identity of the file across imports into one collection: its path inside the folder or
+    # archive (POSIX, relative), or its file name for a plain upload.
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="+")
+    path = models.CharField(max_length=1024)
+    filename = models.CharField(max_length=255)
+    format = models.CharField(max_length=12, choices=SourceFormat.choices)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    # Character offset in the document's text where each page starts (PDF); empty for other formats.
+    page_map = models.JSONField(default=list, blank=True)
+    original = models.FileField(storage=import_storage, max_length=300)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "document_version"], name="unique_source_per_version")]
+        indexes = [models.Index(fields=["collection", "path"], name="source_collection_path")]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def page_count(self) -> int:
+        return len(self.page_map)
+
+    @property
+    def original_url(self) -> str:
+        return f"/doc/{self.document_id}/original?v={self.document_version}"
+
+    def page_of(self, offset: int) -> int | None:
+        """The 1-based page holding character `offset`, or None when the source has no pages."""
+        if not self.page_map:
+            return None
+        return max(1, bisect_right(self.page_map, offset))
+
+
+class ImportStage(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    PARSING = "parsing", "Parsing"
+    INDEXING = "indexing", "Indexing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ImportJobQuerySet(models.QuerySet):
+    def visible_to(self, user) -> ImportJobQuerySet:
+        """A job is seen by whoever started it and by the admins of its team (permissions.policy)."""
+        if user is None or not user.is_authenticated or user.team_id is None:
+            return self.none()
+        qs = self.filter(team_id=user.team_id)
+        return qs if can_see_team_jobs(user) else qs.filter(created_by_id=user.pk)
+
+
+class ImportJob(models.Model):
+    """One import (an upload or an import_path run): its stage, progress and the outcome of each file."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="import_jobs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    origin = models.CharField(max_length=300, help_text="What was imported: the uploaded names or the folder.")
+    publish = models.BooleanField(default=False)
+    stage = models.CharField(max_length=12, choices=ImportStage.choices, default=ImportStage.QUEUED)
+    files_total = models.PositiveIntegerField(default=0)
+    files_done = models.PositiveIntegerField(default=0, help_text="Files handled so far, failed ones included.")
+    files_failed = models.PositiveIntegerField(default=0)
+    # Uploads waiting for the worker: [{"name": ..., "key": storage name, "size": ...}].
+    uploads = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, help_text="Why the job as a whole failed.")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ImportJobQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "-created_at"], name="import_job_team_created")]
+
+    def __str__(self) -> str:
+        return f"Import {self.origin}"
+
+
+class ImportOutcome(models.TextChoices):
+    CREATED = "created", "Created"
+    UPDATED = "updated", "New version"
+    UNCHANGED = "unchanged", "Unchanged"
+    FAILED = "failed", "Failed"
+    ARCHIVED = "archived", "Archived (file gone)"
+
+
+class ImportFile(models.Model):
+    """What one file of an import became."""
+
+    job = models.ForeignKey(ImportJob, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1024)
+    outcome = models.CharField(max_length=12, choices=ImportOutcome.choices)
+    format = models.CharField(max_length=12, choices=SourceFormat.choices, blank=True)
+    size = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "outcome"], name="import_file_job_outcome")]

@@ -6,13 +6,15 @@ import uuid
 from dataclasses import dataclass
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from config.csp import with_csp
 from config.errors import NotFound
-from documents.selectors import document_get
+from documents.models import SourceFormat, import_storage
+from documents.selectors import document_get, document_source, source_of, writable_collections
 from permissions.http import AuthenticatedHttpRequest
 
 
@@ -46,5 +48,49 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
     return render(
         request,
         "documents/document.html",
-        {"document": document, "highlight": highlight, "stale": stale, "cited_version": version},
+        {
+            "document": document,
+            "highlight": highlight,
+            "stale": stale,
+            "cited_version": version,
+            "source": source_of(document=document),
+        },
     )
+
+
+# PDFs open in the browser's viewer (at the cited page with #page=N); anything else is a download,
+# so an imported HTML file can never run as a page of this site.
+_INLINE_TYPES = {SourceFormat.PDF: "application/pdf"}
+
+
+@require_GET
+@login_required
+def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> HttpResponseBase:
+    """The file a document was imported from (`?v=` picks the version), for whoever may read the document."""
+    try:
+        source = document_source(user=request.user, document_id=document_id, version=_int_param(request, "v"))
+    except NotFound as exc:
+        raise Http404("Document not found.") from exc
+    if source is None:
+        raise Http404("This document was not imported from a file.")
+    inline = source.format in _INLINE_TYPES
+    response = FileResponse(
+        import_storage().open(source.original.name, "rb"),
+        as_attachment=not inline,
+        filename=source.filename,
+        content_type=_INLINE_TYPES.get(source.format, "application/octet-stream"),  # type: ignore[call-overload]
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    if not inline:
+        # Chrome will not show a PDF in a sandboxed document, so only downloads get the sandbox.
+        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Referrer-Policy"] = "same-origin"
+    return response
+
+
+@require_GET
+@with_csp
+@login_required
+def import_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Drop files to import them into a collection you may write to; progress and each file's outcome live."""
+    return render(request, "documents/import.html", {"collections": writable_collections(user=request.user)})

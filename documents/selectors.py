@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
 
 from config.errors import NotFound
-from documents.models import Collection, Document, DocumentQuerySet
+from documents.models import Collection, Document, DocumentQuerySet, ImportFile, ImportJob, Source
 from permissions.models import User
+from permissions.policy import can_write_collection
 
 
 def document_get(*, user: User, document_id: uuid.UUID, include_archived: bool = True) -> Document:
@@ -42,8 +46,67 @@ def collection_list(*, user: User):
     return Collection.objects.visible_to(user).order_by("name", "id")
 
 
+def writable_collections(*, user: User) -> list[Collection]:
+    """The collections `user` may add documents to (the choice on the /import page)."""
+    return [c for c in collection_list(user=user) if can_write_collection(user, c)]
+
+
 def team_member_get(*, user: User, user_id: uuid.UUID) -> User:
     member = User.objects.filter(team_id=user.team_id, pk=user_id, is_active=True).first() if user.team_id else None
     if member is None:
         raise NotFound("User not found.")
     return member
+
+
+def document_source(*, user: User, document_id: uuid.UUID, version: int | None = None) -> Source | None:
+    """The file a document visible to `user` was imported from, at `version` or its latest; None when it was not imported."""
+    return source_of(document=document_get(user=user, document_id=document_id), version=version)
+
+
+def source_of(*, document: Document, version: int | None = None) -> Source | None:
+    """The source of a document the caller already loaded through `visible_to` (`document_get`)."""
+    sources = Source.objects.filter(document=document)
+    if version is not None:
+        sources = sources.filter(document_version=version)
+    return sources.order_by("-document_version").first()
+
+
+def source_pages(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[tuple[uuid.UUID, int, int], int | None]:
+    """The PDF page of each (document id, version, offset), None where the version has no page map.
+
+    Callers pass passages of documents they already loaded through `visible_to`; one query for all.
+    """
+    keys = list(citations)
+    if not keys:
+        return {}
+    rows = Source.objects.filter(document_id__in={d for d, _, _ in keys}, document_version__in={v for _, v, _ in keys})
+    sources = {(s.document_id, s.document_version): s for s in rows.only("document_id", "document_version", "page_map")}
+    pages: dict[tuple[uuid.UUID, int, int], int | None] = {}
+    for document_id, version, offset in keys:
+        source = sources.get((document_id, version))
+        pages[(document_id, version, offset)] = source.page_of(offset) if source is not None else None
+    return pages
+
+
+def import_job_get(*, user: User, job_id: uuid.UUID) -> ImportJob:
+    job = ImportJob.objects.visible_to(user).filter(pk=job_id).first()
+    if job is None:
+        raise NotFound("Job not found.")
+    return job
+
+
+def import_job_list(*, user: User) -> QuerySet[ImportJob]:
+    return ImportJob.objects.visible_to(user).order_by("-created_at", "id")
+
+
+def import_job_files(*, user: User, job: ImportJob) -> list[ImportFile]:
+    """The job's file outcomes; a document link only where `user` may read the document."""
+    files = list(job.files.order_by("id"))
+    linked = {f.document_id for f in files if f.document_id is not None}
+    readable = set(Document.objects.visible_to(user, include_archived=True).filter(pk__in=linked).values_list("pk", flat=True))
+    titles = dict(Document.objects.filter(pk__in=readable).values_list("pk", "title"))
+    for f in files:
+        if f.document_id not in readable:
+            f.document_id = None
+        f.title = titles.get(f.document_id, "") if f.document_id else ""  # type: ignore[attr-defined]
+    return files

@@ -40,7 +40,7 @@ def collection_membership_remove(*, collection: Collection, user: User) -> None:
 
 
 @transaction.atomic
-def document_create(*, by: User, collection: Collection, title: str, text: str = "", publish: bool = False) -> Document:
+def document_create(*, by: User | None, collection: Collection, title: str, text: str = "", publish: bool = False) -> Document:
     now = timezone.now()
     document = Document(
         team_id=collection.team_id,
@@ -60,7 +60,7 @@ def document_create(*, by: User, collection: Collection, title: str, text: str =
 
 @transaction.atomic
 def document_update(
-    *, document: Document, by: User, title: str | None = None, text: str | None = None, publish: bool = False
+    *, document: Document, by: User | None, title: str | None = None, text: str | None = None, publish: bool = False
 ) -> Document:
     """Update title and/or text; a text change bumps the version (and so reindexes)."""
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
@@ -90,7 +90,7 @@ def document_publish(*, document: Document, by: User) -> Document:
 
 
 @transaction.atomic
-def document_archive(*, document: Document, by: User) -> Document:
+def document_archive(*, document: Document, by: User | None) -> Document:
     # Archived chunks stay in the index (archived documents may be asked for); search filters them.
     if document.archived_at is None:
         document.archived_at = timezone.now()
@@ -99,7 +99,7 @@ def document_archive(*, document: Document, by: User) -> Document:
 
 
 @transaction.atomic
-def document_unarchive(*, document: Document, by: User) -> Document:
+def document_unarchive(*, document: Document, by: User | None) -> Document:
     if document.archived_at is not None:
         document.archived_at = None
         document.save(update_fields=["archived_at"])

@@ -14,6 +14,11 @@ def can_manage_collections(user: User) -> bool:
     return user.team_id is not None and user.is_team_admin
 
 
+def can_see_team_jobs(user: User) -> bool:
+    """Team admins follow every import of their team; others see only the jobs they started."""
+    return user.team_id is not None and user.is_team_admin
+
+
 def can_write_collection(user: User, collection) -> bool:
     """Team admins, a read-write team default, or a read-write membership (direct or via a group)."""
     if user.team_id != collection.team_id:

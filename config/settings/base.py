@@ -156,6 +156,22 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
 DOCUMENT_MAX_TEXT_LENGTH = _positive_int("DOCUMENT_MAX_TEXT_LENGTH", 1_000_000)
 
+# Ingestion of files and folders (documents.import, import_path). Sizes in bytes.
+IMPORT_MAX_FILE_SIZE = _positive_int("IMPORT_MAX_FILE_SIZE", 20 * 1024 * 1024)
+IMPORT_MAX_REQUEST_SIZE = _positive_int("IMPORT_MAX_REQUEST_SIZE", 100 * 1024 * 1024)
+IMPORT_MAX_ARCHIVE_FILES = _positive_int("IMPORT_MAX_ARCHIVE_FILES", 1000)
+# A ZIP entry that expands more than this many times its compressed size is treated as a bomb.
+IMPORT_MAX_EXPANSION_RATIO = _positive_int("IMPORT_MAX_EXPANSION_RATIO", 100)
+IMPORT_MAX_EXPANDED_SIZE = _positive_int("IMPORT_MAX_EXPANDED_SIZE", 200 * 1024 * 1024)
+# Originals and uploads waiting for the worker. A local folder by default; STORAGES["imports"]
+# can name another backend (S3 and the like) in a settings module of your own.
+IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "imports": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": IMPORT_STORAGE_DIR}},
+}
+
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
     {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

@@ -8,6 +8,7 @@ from .base import (
     DATABASES,
     EMBEDDED_DATABASE,
     REST_FRAMEWORK,
+    STORAGES,
     _embedded_data_dir,
     env,
 )
@@ -29,3 +30,12 @@ RAG_EMBEDDING_PROVIDER = env("RAG_EMBEDDING_PROVIDER", default="fake")
 RAG_LLM_PROVIDER = "fake"
 RAG_LLM_MODEL = env("CAIRN_TEST_LLM_MODEL", default="")
 RAG_RERANK_MODEL = ""
+# Originals and uploads of the tests' imports (a server started by a test is handed its own folder);
+# tests that import files point it at their own tmp_path.
+STORAGES = {
+    **STORAGES,
+    "imports": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "test-imports"))},
+    },
+}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
+from documents.selectors import source_pages
 from permissions.models import User
 from rag.models import Confidence
 from rag.providers.errors import ProviderError
@@ -44,6 +45,8 @@ class Passage:
     score: float
     similarity: float
     text: str
+    # The PDF page the passage starts on, when its document version was imported from a PDF.
+    page: int | None = None
 
     def citation(self) -> dict:
         return {
@@ -55,6 +58,7 @@ class Passage:
             "end": self.end,
             "score": round(self.score, 6),
             "context": self.text,
+            "page": self.page,
         }
 
 
@@ -167,6 +171,9 @@ def retrieve(
                 text=hit.text,
             )
         )
+    pages = source_pages(citations=[(p.document_id, p.version, p.start) for p in passages])
+    for passage in passages:
+        passage.page = pages.get((passage.document_id, passage.version, passage.start))
     confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
     latency["evidenceMs"] = ms_since(lap)
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency)

@@ -38,6 +38,9 @@ class CitationOutput(serializers.Serializer):
     # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
     # field's attribute name is its JSON name, so no rename can keep it.
     context = serializers.CharField(help_text="The passage's text.")  # type: ignore[assignment]
+    page = serializers.IntegerField(
+        allow_null=True, help_text="The page of the original PDF the passage starts on; null for other sources."
+    )
 
 
 class AnswerOutput(serializers.Serializer):

@@ -16,20 +16,23 @@ from functools import cache
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from jsonschema import Draft202012Validator, FormatChecker
 
-from documents.models import Document
+from documents.ingestion.jobs import IncomingFile, import_job_create, import_job_run
+from documents.models import Document, ImportJob
 from permissions.models import ApiToken, TokenScope
 from permissions.services import api_token_create, api_token_revoke
 from rag.indexing.pipeline import index_documents
 from rag.models import Mention, QueryLog
 from tests.conftest import Cast
+from tests.documents.ingestion.files import make_pdf
 from tests.factories import DocumentFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -84,7 +87,7 @@ def response_validator(endpoint: str, status: int) -> Draft202012Validator:
 @dataclass
 class World:
     """The cast, alice's published (and indexed) handbook document, one whose author is gone, alice's spare
-    and revoked tokens, and an answer alice was given."""
+    and revoked tokens, an answer alice was given, and an import of alice's with the document it made."""
 
     cast: Cast
     doc: Document
@@ -92,13 +95,20 @@ class World:
     token: ApiToken
     revoked: ApiToken
     answer: QueryLog
+    job: ImportJob
+    imported: Document
 
 
 @pytest.fixture
-def world(cast) -> World:
+def world(cast, settings, tmp_path) -> World:
+    settings.STORAGES = {**settings.STORAGES, "imports": {**settings.STORAGES["imports"], "OPTIONS": {"location": str(tmp_path)}}}
     doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, text="# Owls\n\nOwls hunt mice at night.")
     index_documents(document_ids=[doc.pk])
+    job = import_job_create(by=cast.alice, collection=cast.handbook, origin="owls.pdf", publish=True)
+    import_job_run(job=job, files=[IncomingFile(path="owls.pdf", read=lambda: make_pdf([["Barn owls"], ["Snowy owls"]]))])
     return World(
+        job=job,
+        imported=Document.objects.get(title="Barn owls"),
         cast=cast,
         doc=doc,
         orphan=DocumentFactory.create(collection=cast.handbook, created_by=None),
@@ -120,6 +130,7 @@ class Case:
     caller: str | None = "alice"  # a member of the cast, or None for no token
     scope: str = TokenScope.WRITE
     note: str = ""
+    multipart: bool = False
 
     def __str__(self) -> str:
         return "-".join(filter(None, [self.endpoint, str(self.status), self.note]))
@@ -146,11 +157,19 @@ def new_document(world: World) -> dict:
     return {"title": "Onboarding", "text": "# Welcome", "collectionId": str(world.cast.handbook.id)}
 
 
+def upload(world: World) -> dict:
+    return {"collectionId": str(world.cast.handbook.id), "files": [SimpleUploadedFile("notes.md", b"# Notes")]}
+
+
 CASES = [
     Case("documents.create", new_document, note="draft"),
     Case("documents.create", lambda w: {**new_document(w), "text": "", "publish": True}, note="published-blank"),
     Case("documents.info", doc_id),
     Case("documents.info", lambda w: {"id": str(w.orphan.id)}, note="author-gone"),
+    Case("documents.info", lambda w: {"id": str(w.imported.id)}, note="imported"),
+    Case("documents.import", upload, multipart=True),
+    Case("jobs.info", lambda w: {"id": str(w.job.id)}),
+    Case("jobs.list"),
     Case("documents.list", lambda w: {"limit": 1}),
     Case("documents.update", lambda w: {"id": str(w.doc.id), "text": "Changed."}),
     Case("documents.delete", doc_id),
@@ -199,13 +218,21 @@ CASES = [
     Case("documents.info", doc_id, status=404, caller="charlie"),
     Case("collections.add_user", handbook_and_bob, status=404, caller="charlie"),
     Case("apiKeys.revoke", lambda w: {"id": str(uuid.uuid4())}, status=404),
+    Case("documents.import", upload, status=403, caller="bob", multipart=True, note="reader"),
+    Case("documents.import", lambda w: {"collectionId": str(w.cast.handbook.id)}, status=400, multipart=True, note="no-files"),
+    Case("jobs.info", lambda w: {"id": str(w.job.id)}, status=404, caller="charlie"),
+    Case("jobs.list", status=401, caller=None),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_the_response_is_what_the_schema_declares(world, api_for, case):
     caller = getattr(world.cast, case.caller) if case.caller else None
-    response = api_for(caller, case.scope).post(case.endpoint, case.body(world))
+    api = api_for(caller, case.scope)
+    if case.multipart:
+        response = api.client.post(f"/api/{case.endpoint}", case.body(world), format="multipart")
+    else:
+        response = api.post(case.endpoint, case.body(world))
     assert response.status_code == case.status, response.content
     response_validator(case.endpoint, case.status).validate(response.json())
 
