@@ -29,7 +29,8 @@ CHUNKS_PER_ENTITY = 50
 MAX_FRONTIER = 100
 NEXT_HOP_MIN_SCORE = 0.3
 NEXT_HOP_FRONTIER = 10
-# A chunk that names an entity counts less than the chunks of the document the entity is the title of.
+# A chunk that names entities counts less than the chunks of the document an entity is the title of,
+# and by its best-reached entity only: naming many related names is what keyword search already sees.
 MENTION_FACTOR = 0.3
 SAME_DOCUMENT_DECAY = 0.5
 
@@ -142,7 +143,8 @@ def graph_ranking(
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql}),
                 s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
-                SELECT c.chunk_id, c.document_id, sum(s.score * CASE WHEN c.subject THEN 1.0 ELSE %s END) AS score
+                SELECT c.chunk_id, c.document_id,
+                       coalesce(sum(s.score) FILTER (WHERE c.subject), 0) + %s * coalesce(max(least(s.score, 1.0)) FILTER (WHERE NOT c.subject), 0) AS score
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN v ON v.id = m.document_id AND v.version = m.document_version
