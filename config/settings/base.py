@@ -282,7 +282,7 @@ RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # A page of hybrid results holds at most this many chunks of one document before other documents' (0: no limit).
 RAG_MAX_CHUNKS_PER_DOCUMENT = _positive_int("RAG_MAX_CHUNKS_PER_DOCUMENT", 3, minimum=0)
-_weights = env.list("RAG_HYBRID_WEIGHTS", default=["1.0", "1.0", "1.0"])
+_weights = env.list("RAG_HYBRID_WEIGHTS", default=["2.0", "1.0", "1.0"])
 try:
     RAG_HYBRID_WEIGHTS = tuple(float(w) for w in _weights)
 except ValueError as exc:

@@ -11,6 +11,7 @@ and of chunks.
 from __future__ import annotations
 
 import uuid
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -50,23 +51,29 @@ def _longest_only(found: dict[uuid.UUID, str]) -> dict[uuid.UUID, str]:
 
 def _seed_entities(
     scope: SearchScope, query: str, model_id: str, seed_chunk_ids: list[int]
-) -> tuple[dict[uuid.UUID, float], set[uuid.UUID]]:
-    """Entities the question names (visible ones), and those the seed chunks are about; the second set only spreads."""
+) -> tuple[dict[uuid.UUID, float], set[uuid.UUID], bool]:
+    """Entities the question names (visible ones), those the seed chunks are about (they only spread),
+    and whether the question names a visible document by its title."""
     seeds: dict[uuid.UUID, float] = {}
     from_rankings: set[uuid.UUID] = set()
+    names_documents = False
     keys = question_keys(query)
     with connection.cursor() as cursor:
         if keys:
             cursor.execute(
                 f"""WITH v AS ({scope.sql})
-                    SELECT e.id, e.key FROM graph_entities e
+                    SELECT e.id, e.key, bool_or(m.subject) FROM graph_entities e
+                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %s
+                    JOIN v ON v.id = m.document_id AND v.version = m.document_version
                     WHERE e.team_id = %s AND e.key = ANY(%s)
-                      AND EXISTS (SELECT 1 FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                                  WHERE m.entity_id = e.id AND m.model_id = %s)""",
-                [*scope.params, scope.user.team_id, keys, model_id],
+                    GROUP BY e.id, e.key""",
+                [*scope.params, model_id, scope.user.team_id, keys],
             )
-            for pk in _longest_only(dict(cursor.fetchall())):
+            rows = cursor.fetchall()
+            titles = {pk for pk, _, is_title in rows if is_title}
+            for pk in _longest_only({pk: key for pk, key, _ in rows}):
                 seeds[pk] = SEED_FROM_QUESTION
+                names_documents = names_documents or pk in titles
         if seed_chunk_ids:
             # These chunks came from rankings that already filtered by the scope.
             cursor.execute(
@@ -78,7 +85,7 @@ def _seed_entities(
                 if entity_id not in seeds:
                     from_rankings.add(entity_id)
                 seeds[entity_id] = max(seeds.get(entity_id, 0.0), SEED_FROM_RANKINGS / rank[chunk_id])
-    return seeds, from_rankings
+    return seeds, from_rankings, names_documents
 
 
 def _spread(
@@ -124,21 +131,28 @@ def _spread(
     return scores
 
 
+class GraphRanking(NamedTuple):
+    hits: list[Hit]
+    # The question names a document the viewer can read by its title: the graph's evidence is then
+    # strong (that document, and what it links to), and hybrid search gives it more weight.
+    names_documents: bool
+
+
 def graph_ranking(
     *, scope: SearchScope, query: str, model_id: str, limit: int, seed_chunk_ids: list[int] | None = None
-) -> list[Hit]:
+) -> GraphRanking:
     """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
 
     The seed chunks' documents are not ranked again for what they merely name: the rankings that
     chose them rank them already, and the graph's part is what they lead to.
     """
-    seeds, spread_only = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
+    seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
     if not seeds:
-        return []
+        return GraphRanking([], False)
     scores = _spread(scope, model_id, seeds, spread_only)
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
-        return []
+        return GraphRanking([], names_documents)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql}),
@@ -174,4 +188,4 @@ def graph_ranking(
         # A question-named entity's own chunks score 1 or more; one hop away about 0.5, two hops 0.25.
         hits.append(Hit(chunk_id=chunk_id, score=decayed, relevance=min(1.0, decayed)))
     hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-    return hits[:limit]
+    return GraphRanking(hits[:limit], names_documents)

@@ -31,6 +31,9 @@ from rag.retrieval.visibility import SearchScope, search_scope
 MODES = ("vector", "keyword", "hybrid", "graph")
 # The best chunks of the vector and keyword rankings that seed the graph in hybrid search.
 GRAPH_SEED_CHUNKS = 3
+# How much more the graph weighs when the question names a document by its title (chosen on the
+# train splits: SciFact's claims name no titles, 2WikiMultiHopQA's questions do; docs/benchmarks.md).
+GRAPH_TITLE_BOOST = 8.0
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 
@@ -107,7 +110,7 @@ def search(
     elif mode == "keyword":
         hits = keyword_hits
     elif mode == "graph":
-        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit)
+        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit).hits
         lap("graph_ms")
     else:
         rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
@@ -116,9 +119,9 @@ def search(
             # The graph spreads from the question's names and from the best chunks of the other two.
             first = relevance_fusion(rankings, weights=used) if any(used) else []
             seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
-            graph_hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds)
-            rankings.append([(h.chunk_id, h.relevance) for h in graph_hits])
-            used.append(hybrid_weights[2])
+            graph = graph_ranking(scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds)
+            rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
+            used.append(hybrid_weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
             lap("graph_ms")
         fused = dict(relevance_fusion(rankings, weights=used))
         order = list(fused)

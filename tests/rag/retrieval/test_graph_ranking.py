@@ -23,7 +23,7 @@ def titles(result) -> list[str]:
 
 
 def graph(user, query: str) -> list[tuple[int, float]]:
-    hits = graph_ranking(scope=search_scope(user=user), query=query, model_id=MODEL, limit=50)
+    hits = graph_ranking(scope=search_scope(user=user), query=query, model_id=MODEL, limit=50).hits
     return [(h.chunk_id, round(h.score, 9)) for h in hits]
 
 
