@@ -23,7 +23,7 @@ MAX_NAME_WORDS = 8
 SEED_FROM_QUESTION = 1.0
 # The best chunks of the vector and keyword rankings seed their documents' entities, less strongly.
 SEED_FROM_RANKINGS = 0.5
-HOP_DECAY = 0.5
+HOP_DECAY = 0.7
 HOPS = 2
 NEIGHBOURS_PER_ENTITY = 30
 CHUNKS_PER_ENTITY = 50
@@ -185,7 +185,7 @@ def graph_ranking(
     for chunk_id, document_id, score in rows:
         seen[document_id] = seen.get(document_id, -1) + 1
         decayed = float(score) * SAME_DOCUMENT_DECAY ** seen[document_id]
-        # A question-named entity's own chunks score 1 or more; one hop away about 0.5, two hops 0.25.
+        # A question-named entity's own chunks score 1 or more; one hop away about HOP_DECAY, two hops its square.
         hits.append(Hit(chunk_id=chunk_id, score=decayed, relevance=min(1.0, decayed)))
     hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return GraphRanking(hits[:limit], names_documents)
