@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_migrate
@@ -30,3 +31,9 @@ def queue_removal(sender, document_id, **kwargs) -> None:
 def create_vector_index(sender, using="default", **kwargs) -> None:
     if sender.name == "rag":
         ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)
+
+
+@worker_ready.connect
+def recover_on_worker_start(sender=None, **kwargs) -> None:
+    """A worker that starts finishes what a dead one left: a full reconciliation, queued like any task."""
+    tasks.reconcile_index_task.delay()

@@ -66,6 +66,7 @@ class GunicornServer:
                 "60",
                 "--log-level",
                 "info",
+                "--no-control-socket",
             ],
             cwd=ROOT,
             env=self.env,

@@ -47,7 +47,10 @@ def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
 def test_every_configuration_variable_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     names = set(
-        re.findall(r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA)_?[A-Z_]*)"', BASE_SETTINGS)
+        re.findall(
+            r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA|CAIRN|WEB|IDEMPOTENCY|LOGIN)_?[A-Z_]*)"',
+            BASE_SETTINGS,
+        )
     )
     names -= {"CELERY"}
     missing = sorted(n for n in names if f"`{n}`" not in readme)
@@ -92,6 +95,21 @@ def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
     assert "Deploying the API" in titles and "Globex strategy 2027" not in titles
     call_command("setup_demo")  # idempotent
     assert "0 new document(s)" in capsys.readouterr().out
+
+
+def test_setup_demo_revokes_the_token_it_printed_last_time(db, capsys):
+    from tests.conftest import Api
+
+    def printed_token() -> str:
+        out = capsys.readouterr().out
+        return next(line for line in out.splitlines() if line.startswith("API token: ")).split(": ", 1)[1]
+
+    call_command("setup_demo")
+    first = printed_token()
+    call_command("setup_demo")
+    second = printed_token()
+    assert Api(first).post("documents.list").status_code == 401
+    assert Api(second).post("documents.list").status_code == 200
 
 
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is configured by Cairn")

@@ -9,8 +9,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.errors import Forbidden
 from config.rpc import envelope, respond
 from documents.selectors import document_get
+from permissions.policy import can_write_document
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
 from rag.indexing.state import mark_pending
 from rag.indexing.status import index_coverage
@@ -31,7 +33,7 @@ class SearchHitDocumentOutput(serializers.Serializer):
 class SearchHitOutput(serializers.Serializer):
     """One ranked chunk (a `rag.retrieval.hits.RankedChunk`)."""
 
-    id = serializers.CharField(source="hit.chunk_id", help_text="The chunk's id.")
+    id = serializers.SerializerMethodField(help_text="The chunk's id: `<documentId>:<version>:<chunkIndex>`.")
     document = SearchHitDocumentOutput()
     score = RoundedFloat(source="hit.score")
     # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
@@ -39,10 +41,17 @@ class SearchHitOutput(serializers.Serializer):
     context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")  # type: ignore[assignment]
     chunkIndex = serializers.IntegerField(source="hit.chunk_index")
 
+    def get_id(self, ranked) -> str:
+        # Not the row's sequence number, which counts every team's chunks: built from what the hit already shows
+        # (its document, version and place), so it says nothing about other teams, stays the same when the
+        # same version is embedded again, and needs no column on the largest table.
+        return f"{ranked.document.id}:{ranked.hit.version}:{ranked.hit.chunk_index}"
+
 
 class SearchPaginationOutput(serializers.Serializer):
     limit = serializers.IntegerField()
-    total = serializers.IntegerField(help_text="How many results this response holds.")
+    # Not `total`: search ranks the best `limit` chunks and never counts every match (that would cost a full scan).
+    count = serializers.IntegerField(help_text="How many results this response holds (at most `limit`).")
 
 
 class RagSearchResponse(serializers.Serializer):
@@ -67,6 +76,11 @@ class RagSearchApi(RagApi):
             child=StrictFloat(min_value=0.0, max_value=100.0), min_length=2, max_length=2, required=False
         )
 
+        def validate_weights(self, value: list[float]) -> list[float]:
+            if not any(value):
+                raise serializers.ValidationError("must not all be zero (every score would be 0, in no useful order).")
+            return value
+
     @extend_schema(responses=RagSearchResponse)
     def post(self, request):
         data = self.validated(request)
@@ -88,7 +102,7 @@ class RagSearchApi(RagApi):
             result.latency,
             f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
         )
-        body = {"data": ranked, "pagination": {"limit": data["limit"], "total": len(ranked)}}
+        body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}}
         return Response(RagSearchResponse(body).data)
 
 
@@ -127,6 +141,9 @@ class RagEmbedApi(RagApi):
     def post(self, request):
         data = self.validated(request)
         document = document_get(user=request.user, document_id=data["documentId"], include_archived=True)
+        # Re-embedding costs the team's embedding budget: readers may not force it.
+        if not can_write_document(request.user, document):
+            raise Forbidden("You can read this document but not change it, so you cannot reindex it.")
         mark_pending(document_ids=[document.pk], model_id=settings.RAG_EMBEDDING_MODEL)
         enqueue_index(document.pk, force=True)
         return respond(RagEmbedOutput, {"documentId": document.pk, "queued": True})

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.utils import timezone
 
 from documents.models import Document
 from rag.models import Chunk, IndexState, IndexStatus
@@ -74,3 +76,31 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
         dict.fromkeys(report.missing + report.stale + report.failed + [pk for pk in report.orphaned if pk not in removed])
     )
     return report
+
+
+def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
+    """Live documents whose current version is not indexed and whose indexing has not moved for `lease` seconds.
+
+    That is: saved with no index status at all, or saved again while the status still says indexed (the
+    process died between the commit and queueing the task), or pending, chunking or embedding for longer
+    than the lease (the task was lost with its process). Failed documents are left to `reconcile`, or a
+    permanent failure would be retried on every pass.
+    """
+    model_id = model_id or settings.RAG_EMBEDDING_MODEL
+    cutoff = timezone.now() - timedelta(seconds=lease)
+    status = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=model_id)
+    working = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
+    return list(
+        Document.objects.filter(deleted_at__isnull=True, updated_at__lt=cutoff)
+        .annotate(
+            index_state=Subquery(status.values("state")[:1]),
+            state_since=Subquery(status.values("updated_at")[:1]),
+            done_version=Subquery(status.values("indexed_version")[:1]),
+        )
+        .filter(
+            Q(index_state__isnull=True)
+            | Q(index_state__in=working, state_since__lt=cutoff)
+            | (Q(index_state=IndexState.INDEXED) & ~Q(done_version=F("version")))
+        )
+        .values_list("pk", flat=True)
+    )
