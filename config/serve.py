@@ -41,11 +41,15 @@ class Service:
     failures: int = 0
     next_start: float = 0.0
     log_path: Path | None = None
+    # Where the child's pid is written (`<CAIRN_RUN_DIR>/<name>.pid`), for operators and the fault tests.
+    pid_path: Path | None = None
 
     def start(self) -> None:
         out = self.log_path.open("ab") if self.log_path else None
         self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, start_new_session=True, stdout=out, stderr=out)
         self.started_at = time.monotonic()
+        if self.pid_path:
+            self.pid_path.write_text(f"{self.process.pid}\n")
         if callable(self.ready):
             self.ready(self.process)
         log(f"{self.name} running (pid {self.process.pid})")
@@ -67,7 +71,11 @@ class Supervisor:
     services: list[Service] = field(default_factory=list)
     stopping: bool = False
 
+    run_dir: Path | None = None
+
     def add(self, service: Service) -> Service:
+        if self.run_dir and service.pid_path is None:
+            service.pid_path = self.run_dir / f"{service.name.split()[0]}.pid"
         self.services.append(service)
         service.start()
         return service
@@ -152,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     # WhiteNoise serves from the apps' own folders (no collectstatic), but expects STATIC_ROOT to exist.
     Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    supervisor = Supervisor()
+    supervisor = Supervisor(run_dir=run_dir)
+    (run_dir / "serve.pid").write_text(f"{os.getpid()}\n")
 
     def on_signal(signum, frame) -> None:
         supervisor.stopping = True

@@ -234,6 +234,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = _positive_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = _positive_int("CELERY_TASK_TIME_LIMIT", 660)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"CELERY_TASK_SOFT_TIME_LIMIT ({CELERY_TASK_SOFT_TIME_LIMIT}) must be below CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})"
+    )
 # The visibility timeout must exceed the longest task, or Redis redelivers a running task.
 # kombu sweeps for expired unacknowledged messages every interval x throttle seconds (100 s by
 # default); one cheap sweep per tenth of the timeout redelivers a killed worker's task promptly.
