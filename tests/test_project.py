@@ -129,3 +129,30 @@ def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is started by the tests")
+def test_a_test_run_stops_the_embedded_postgres_it_started(tmp_path):
+    from config.embedded_db.server import server_running
+
+    data_dir = tmp_path / "pg"
+    env = {**os.environ, "CAIRN_EMBEDDED_PGDATA": str(data_dir), "DATABASE_URL": ""}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_project.py::test_health_reports_database_and_broker",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (data_dir / "PG_VERSION").exists(), "the run did not use its own server"
+    assert not server_running(str(data_dir)), "the run left its PostgreSQL running"
