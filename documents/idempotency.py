@@ -75,7 +75,8 @@ def idempotent(post: Callable[..., Response]) -> Callable[..., Response]:
         assert isinstance(user, User), "write endpoints are authenticated"
         with transaction.atomic():
             cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL)
-            IdempotentRequest.objects.filter(user=user, endpoint=request.path, key=key, created_at__lt=cutoff).delete()
+            # Forget this user's expired keys as they write (the unique index's user prefix finds them).
+            IdempotentRequest.objects.filter(user=user, created_at__lt=cutoff).delete()
             record, created = IdempotentRequest.objects.get_or_create(
                 user=user, endpoint=request.path, key=key, defaults={"request_hash": digest}
             )

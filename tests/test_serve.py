@@ -321,3 +321,26 @@ def test_postgresql_killed_mid_batch_is_started_again_and_every_committed_docume
     )
     print(f"postgres kill: {batch.retries} retries; all 100 indexed {took:.1f} s after the last create returned")
     assert_indexed_exactly_once(100)
+
+
+def test_recovery_finds_saves_with_no_task_and_leaves_failures_to_reconciliation(cast):
+    from rag.indexing.reconcile import stuck
+
+    long_ago = timezone.now() - timedelta(minutes=5)
+
+    def document(title: str, version: int = 1) -> Document:
+        return Document.objects.create(
+            team=cast.alice.team,
+            collection=cast.handbook,
+            title=title,
+            created_by=cast.alice,
+            version=version,
+            updated_at=long_ago,
+        )
+
+    no_status, saved_again, failed, done = document("no status"), document("saved again", 2), document("failed"), document("done")
+    IndexStatus.objects.create(document=saved_again, model_id="fake-embedding", state=IndexState.INDEXED, indexed_version=1)
+    IndexStatus.objects.create(document=failed, model_id="fake-embedding", state=IndexState.FAILED, updated_at=long_ago)
+    IndexStatus.objects.create(document=done, model_id="fake-embedding", state=IndexState.INDEXED, indexed_version=1)
+    IndexStatus.objects.create(document=done, model_id="another-model", state=IndexState.PENDING, updated_at=long_ago)
+    assert set(stuck(lease=60, model_id="fake-embedding")) == {no_status.pk, saved_again.pk}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, F, FilteredRelation, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from documents.models import Document
@@ -88,19 +88,15 @@ def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
     """
     model_id = model_id or settings.RAG_EMBEDDING_MODEL
     cutoff = timezone.now() - timedelta(seconds=lease)
-    status = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=model_id)
     working = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
+    # One outer join of documents and this model's statuses (two scans, hashed), not a lookup per document.
     return list(
-        Document.objects.filter(deleted_at__isnull=True, updated_at__lt=cutoff)
-        .annotate(
-            index_state=Subquery(status.values("state")[:1]),
-            state_since=Subquery(status.values("updated_at")[:1]),
-            done_version=Subquery(status.values("indexed_version")[:1]),
-        )
+        Document.objects.annotate(status=FilteredRelation("index_statuses", condition=Q(index_statuses__model_id=model_id)))
+        .filter(deleted_at__isnull=True, updated_at__lt=cutoff)
         .filter(
-            Q(index_state__isnull=True)
-            | Q(index_state__in=working, state_since__lt=cutoff)
-            | (Q(index_state=IndexState.INDEXED) & ~Q(done_version=F("version")))
+            Q(status__id__isnull=True)
+            | Q(status__state__in=working, status__updated_at__lt=cutoff)
+            | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
         )
         .values_list("pk", flat=True)
     )

@@ -84,3 +84,18 @@ def test_concurrent_requests_with_one_key_create_one_document(cast, api_for):
     assert [r.status_code for r in responses] == [200] * 6
     assert len({r.json()["data"]["id"] for r in responses}) == 1
     assert Document.objects.filter(title="Release notes").count() == 1
+
+
+def test_a_key_older_than_its_time_to_live_is_forgotten(cast, api_for, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from documents.models import IdempotentRequest
+
+    alice, key = api_for(cast.alice), "old-key-0001"
+    create(alice, cast, key)
+    IdempotentRequest.objects.update(created_at=timezone.now() - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL + 1))
+    response = create(alice, cast, key, title="A new write")
+    assert response.status_code == 200 and "Idempotent-Replayed" not in response
+    assert IdempotentRequest.objects.count() == 1
