@@ -25,7 +25,10 @@ STOP_TIMEOUT = 20.0
 
 
 def log(message: str) -> None:
-    print(f"[serve] {message}", flush=True)
+    try:
+        print(f"[serve] {message}", flush=True)
+    except OSError:
+        pass  # the terminal or pipe is gone (`make run | tee` stopped first): stopping the children matters more
 
 
 @dataclass
