@@ -7,11 +7,15 @@ owns the process: `config.serve` supervises it, the tests start and stop it arou
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import redis
+
+MAX_SOCKET_PATH = 100
 
 
 def redis_server_binary() -> str:
@@ -29,7 +33,11 @@ class EmbeddedRedis:
 
     @property
     def socket(self) -> Path:
-        return self.directory / "redis.sock"
+        socket = self.directory / "redis.sock"
+        if len(str(socket)) <= MAX_SOCKET_PATH:
+            return socket
+        # A Unix socket's path is limited to about 100 bytes: a deep directory gets a short one named after it.
+        return Path(tempfile.gettempdir()) / f"cairn-redis-{hashlib.sha1(str(self.directory).encode()).hexdigest()[:16]}.sock"
 
     def argv(self) -> list[str]:
         return [

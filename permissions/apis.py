@@ -41,7 +41,10 @@ class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 date and time that must say its time zone: DRF would read a naive one in the server's."""
 
     def to_internal_value(self, value):
-        parsed = parse_datetime(value.strip()) if isinstance(value, str) else None
+        try:
+            parsed = parse_datetime(value.strip()) if isinstance(value, str) else None
+        except ValueError:  # well formed but impossible (month 13): DRF's own parsing says so below
+            parsed = None
         if parsed is not None and parsed.tzinfo is None:
             raise serializers.ValidationError("must include a time zone, e.g. 2027-01-31T00:00:00Z.")
         return super().to_internal_value(value)

@@ -46,3 +46,8 @@ def test_a_successful_sign_in_clears_that_users_failures(client, cast, settings)
     for _ in range(settings.LOGIN_MAX_FAILURES - 1):
         client.post("/login", {"username": "bob", "password": "wrong"})
     assert client.post("/login", {"username": "bob", "password": "password"}).status_code == 302
+
+
+def test_the_admin_signs_in_through_the_same_throttled_page(client, db):
+    page = client.get("/admin/login/?next=/admin/")
+    assert page.status_code == 200 and b'action="/login"' in page.content

@@ -17,6 +17,8 @@ from permissions.models import ApiToken
         ("2020-01-01T00:00:00Z", "expiresAt: must be in the future."),
         ("2099-01-01T00:00:00", "expiresAt: must include a time zone, e.g. 2027-01-31T00:00:00Z."),
         ("9999-12-31T00:00:00Z", "expiresAt: must be at most 3650 days from now."),
+        ("2027-13-45T00:00:00", None),
+        ("tomorrow", None),
     ],
 )
 def test_a_token_expiry_in_the_past_without_a_time_zone_or_too_far_is_refused(cast, api_for, expires_at, message):
@@ -24,7 +26,9 @@ def test_a_token_expiry_in_the_past_without_a_time_zone_or_too_far_is_refused(ca
     before = ApiToken.objects.count()
     response = bob.post("apiKeys.create", {"name": "ci", "expiresAt": expires_at})
     assert response.status_code == 400, response.content
-    assert response.json() == {"error": "validation_error", "message": message}
+    assert response.json()["error"] == "validation_error"
+    if message:
+        assert response.json()["message"] == message
     assert ApiToken.objects.count() == before
 
 
