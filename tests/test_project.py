@@ -70,6 +70,9 @@ def test_production_refuses_to_start_without_a_secret_key():
         ("RAG_SIMILARITY_THRESHOLD", "1.5", "RAG_SIMILARITY_THRESHOLD must be between"),
         ("RAG_EMBEDDING_PROVIDER", "magic", "RAG_EMBEDDING_PROVIDER must be"),
         ("RAG_HYBRID_WEIGHTS", "1,2,3", "RAG_HYBRID_WEIGHTS must be"),
+        ("CELERY_TASK_SOFT_TIME_LIMIT", "700", "CELERY_TASK_SOFT_TIME_LIMIT (700) must be below CELERY_TASK_TIME_LIMIT (660)"),
+        ("WEB_WORKERS", "0", "WEB_WORKERS must be at least 1"),
+        ("LOGIN_MAX_FAILURES", "many", "LOGIN_MAX_FAILURES has an invalid value"),
     ],
 )
 def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):
