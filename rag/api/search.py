@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.errors import Forbidden
+from config.errors import EmbeddingUnavailable, Forbidden
 from config.rpc import envelope, respond
 from documents.selectors import document_get
 from permissions.policy import can_write_document
@@ -59,6 +59,9 @@ class RagSearchResponse(serializers.Serializer):
     # declared field's attribute name is its JSON name, so no rename can keep it.
     data = SearchHitOutput(many=True)  # type: ignore[assignment]
     pagination = SearchPaginationOutput()
+    degraded = serializers.BooleanField(
+        help_text="True when a hybrid search could not embed the query and ranked by keyword only (embedding_unavailable)."
+    )
 
 
 class RagSearchApi(RagApi):
@@ -84,16 +87,24 @@ class RagSearchApi(RagApi):
     @extend_schema(responses=RagSearchResponse)
     def post(self, request):
         data = self.validated(request)
-        result = search(
-            user=request.user,
-            query=data["query"],
-            limit=data["limit"],
-            threshold=data.get("threshold"),
-            mode=data["mode"],
-            collection_id=data.get("collectionId"),
-            document_id=data.get("documentId"),
-            weights=tuple(data["weights"]) if data.get("weights") else None,
-        )
+        arguments = {
+            "user": request.user,
+            "query": data["query"],
+            "limit": data["limit"],
+            "threshold": data.get("threshold"),
+            "collection_id": data.get("collectionId"),
+            "document_id": data.get("documentId"),
+            "weights": tuple(data["weights"]) if data.get("weights") else None,
+        }
+        degraded = False
+        try:
+            result = search(mode=data["mode"], **arguments)
+        except EmbeddingUnavailable:
+            if data["mode"] != "hybrid":
+                raise
+            # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
+            logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
+            result, degraded = search(mode="keyword", **arguments), True
         ranked = result.ranked(include_text=data["includeContext"])
         logger.info(
             "rag.search mode=%s results=%d latency=%s%s",
@@ -102,7 +113,7 @@ class RagSearchApi(RagApi):
             result.latency,
             f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
         )
-        body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}}
+        body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
         return Response(RagSearchResponse(body).data)
 
 
