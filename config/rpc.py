@@ -132,6 +132,11 @@ def validate_body(serializer_class: SerializerClass, request: Request) -> dict[s
     return serializer.validated_data
 
 
+# What any endpoint may answer whatever it does: a wrong method, an Accept without JSON, a body over
+# DATA_UPLOAD_MAX_MEMORY_SIZE, an unexpected failure.
+ANY_ENDPOINT_ERRORS = (405, 406, 413, 500)
+
+
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "permissions.authentication.ApiTokenAuthentication"
     name = "bearerAuth"
@@ -169,7 +174,8 @@ class RpcSchema(AutoSchema):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is not None:
             error = {"application/json": {"schema": self.resolve_serializer(ErrorOutput, "response").ref}}
-            for status in self.view.error_statuses:
+            # Every endpoint may also answer these (config.middleware, config.exceptions), always with `Error`.
+            for status in (*self.view.error_statuses, *ANY_ENDPOINT_ERRORS):
                 operation["responses"].setdefault(str(status), {"description": HTTPStatus(status).phrase, "content": error})
         return operation
 
