@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test check install install-dev worker bench clean
+.PHONY: run test check chromium install install-dev worker bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,17 +22,30 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
+# One supervisor (config/serve.py): a Redis broker when CELERY_BROKER_URL is unset, gunicorn, a Celery
+# worker and beat, all stopped together by Ctrl-C.
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py setup_demo
 	@echo "Web page:  http://$(HOST):$(PORT)/rag   (sign in as alice / cairn-demo)"
 	@echo "Admin:     http://$(HOST):$(PORT)/admin/"
 	@echo "API:       http://$(HOST):$(PORT)/api/   schema: http://$(HOST):$(PORT)/api/schema/docs"
 	@echo 'Try:       curl -H "Authorization: Bearer $$TOKEN" -X POST http://$(HOST):$(PORT)/api/documents.list'
-	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	$(PY) -m config.serve --demo --bind $(HOST):$(PORT)
 
-test: check
+# The suite starts what it needs (its own PostgreSQL and Redis under var/) and stops it at the end.
+test: check chromium
 	$(PY) -m pytest
+
+# The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Debian's chromium for the browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "Could not install chromium: the browser tests will fail (install Debian's chromium package)"; \
+	  else \
+	    echo "The browser tests need Chromium: install Debian's chromium package (sudo apt-get install chromium)"; \
+	  fi; \
+	fi
 
 # Lint, format and types; the import rules run inside the suite (tests/test_architecture.py).
 check: install-dev

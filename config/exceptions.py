@@ -24,9 +24,6 @@ def first_message(detail) -> str:
     return str(detail)
 
 
-# rag/apis.py still imports the old private name; it goes when rag adopts config.rpc.
-
-
 def api_exception_handler(exc, context):
     if isinstance(exc, ApplicationError):
         return Response(exc.body(), status=exc.status)
@@ -70,6 +67,8 @@ def api_exception_handler(exc, context):
         response.status_code = status.HTTP_400_BAD_REQUEST
     elif isinstance(exc, exceptions.MethodNotAllowed):
         code, message = "method_not_allowed", first_message(exc.detail)
+    elif isinstance(exc, exceptions.NotAcceptable):
+        code, message = "not_acceptable", "This API answers in JSON only (Accept: application/json)."
     else:
         code, message = "api_error", first_message(exc.detail)
     response.data = error_body(code, message)

@@ -14,6 +14,7 @@ from http import HTTPStatus
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import QueryDict
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema_serializer
@@ -80,6 +81,43 @@ def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, off
     return Response(paginated_envelope(output)(body).data)
 
 
+# JSON's type for each kind of input field: DRF would turn 123 into "123" or "1" into True; the API refuses.
+_JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] = (
+    (serializers.BooleanField, (bool,), "true or false"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.ListField, (list,), "a list"),
+    (serializers.Serializer, (dict,), "an object"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.UUIDField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+)
+
+
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    """Why `value` has the wrong JSON type for `field`, or None; null is left to the field's allow_null."""
+    if value is None:
+        return None
+    for kind, types, label in _JSON_TYPES:
+        if isinstance(field, kind):
+            if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+                return f"must be {label}."
+            if isinstance(field, serializers.ListField) and isinstance(value, list):
+                for item in value:
+                    if error := _json_type_error(field.child, item):
+                        return f"each item {error}"
+            return None
+    return None
+
+
+def check_json_types(serializer: serializers.Serializer, body: dict[str, Any]) -> None:
+    """Refuse a field whose JSON type is not the declared one (`"text": 123`, `"publish": "yes"`)."""
+    for name, field in serializer.fields.items():
+        if name in body and (error := _json_type_error(field, body[name])):
+            raise serializers.ValidationError({name: [error]})
+
+
 def validate_body(serializer_class: SerializerClass, request: Request) -> dict[str, Any]:
     """The request body, which must be a JSON object, validated by `serializer_class`; raises DRF's errors."""
     try:
@@ -90,8 +128,16 @@ def validate_body(serializer_class: SerializerClass, request: Request) -> dict[s
     if not isinstance(body, dict):
         raise serializers.ValidationError("The request body must be a JSON object.")
     serializer = serializer_class(data=body)
+    # Form fields (a multipart upload) are text by nature; only a JSON body has types to hold to.
+    if not isinstance(body, QueryDict):
+        check_json_types(serializer, body)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+# What any endpoint may answer whatever it does: a wrong method, an Accept without JSON, a body over
+# DATA_UPLOAD_MAX_MEMORY_SIZE, an unexpected failure.
+ANY_ENDPOINT_ERRORS = (405, 406, 413, 500)
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -131,7 +177,8 @@ class RpcSchema(AutoSchema):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is not None:
             error = {"application/json": {"schema": self.resolve_serializer(ErrorOutput, "response").ref}}
-            for status in self.view.error_statuses:
+            # Every endpoint may also answer these (config.middleware, config.exceptions), always with `Error`.
+            for status in (*self.view.error_statuses, *ANY_ENDPOINT_ERRORS):
                 operation["responses"].setdefault(str(status), {"description": HTTPStatus(status).phrase, "content": error})
         return operation
 

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
@@ -9,6 +10,9 @@ from permissions.pages import login_page, logout_page
 from rag.pages import ask_page
 
 urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="rag", permanent=False)),
+    # The admin signs in through the same throttled page.
+    path("admin/login/", login_page),
     path("admin/", admin.site.urls),
     path("health", health),
     path("rag", ask_page, name="rag"),

@@ -11,7 +11,7 @@ from rest_framework.parsers import MultiPartParser
 
 from config.errors import Forbidden, RequestTooLarge
 from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
-from documents import selectors, services
+from documents import idempotency, selectors, services
 from documents.ingestion.errors import size_text
 from documents.ingestion.jobs import import_job_create, import_job_refresh
 from documents.models import Collection, Document, ImportJob, ImportStage
@@ -72,7 +72,7 @@ def _writable_document(user: User, document_id) -> Document:
 
 
 def _writable_collection(user: User, collection_id, *, refusal: str) -> Collection:
-    collection = selectors.collection_get(user=user, collection_id=collection_id)
+    collection = selectors.collection_get_to_change(user=user, collection_id=collection_id)
     if not can_write_collection(user, collection):
         raise Forbidden(refusal)
     return collection
@@ -89,7 +89,10 @@ class DocumentCreateApi(RpcApi):
         collectionId = serializers.UUIDField()
         publish = serializers.BooleanField(default=False)
 
-    @extend_schema(responses=envelope(DocumentOutput))
+    error_statuses = (*RpcApi.error_statuses, 422)
+
+    @extend_schema(responses=envelope(DocumentOutput), parameters=[idempotency.SCHEMA_PARAMETER])
+    @idempotency.idempotent
     def post(self, request):
         data = self.validated(request)
         collection = _writable_collection(

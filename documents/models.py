@@ -284,3 +284,20 @@ class ImportFile(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["job", "outcome"], name="import_file_job_outcome")]
+
+
+class IdempotentRequest(models.Model):
+    """A write sent with an `Idempotency-Key`: a retry with the same key and body gets the stored response back."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    endpoint = models.CharField(max_length=100)
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the request body as parsed JSON, keys sorted.")
+    status = models.PositiveSmallIntegerField(default=0)
+    response = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "idempotent_requests"
+        constraints = [models.UniqueConstraint(fields=["user", "endpoint", "key"], name="unique_idempotency_key")]

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from config.errors import NotFound
 from documents.models import Collection, Document, DocumentQuerySet, ImportFile, ImportJob, Source
 from permissions.models import User
-from permissions.policy import can_write_collection
+from permissions.policy import can_manage_collections, can_write_collection
 
 
 def document_get(*, user: User, document_id: uuid.UUID, include_archived: bool = True) -> Document:
@@ -37,6 +37,20 @@ def document_list(*, user: User, collection_id: uuid.UUID | None = None, archive
 
 def collection_get(*, user: User, collection_id: uuid.UUID) -> Collection:
     collection = Collection.objects.visible_to(user).filter(pk=collection_id).first()
+    if collection is None:
+        raise NotFound("Collection not found.")
+    return collection
+
+
+def collection_get_to_change(*, user: User, collection_id: uuid.UUID) -> Collection:
+    """A collection the user may read, or any of their team's when they are a team admin (who may add to and share
+    every collection, `none` ones included, without reading its documents); NotFound otherwise."""
+    team_id = user.team_id
+    if team_id is not None and can_manage_collections(user):
+        collections = Collection.objects.filter(team_id=team_id)
+    else:
+        collections = Collection.objects.visible_to(user)
+    collection = collections.filter(pk=collection_id).first()
     if collection is None:
         raise NotFound("Collection not found.")
     return collection

@@ -17,11 +17,13 @@ from permissions.models import Access, Group, Role, User
 
 @transaction.atomic
 def collection_create(*, by: User, name: str, description: str = "", default_access: str = Access.READ_WRITE) -> Collection:
+    """Create a collection; its creator is a read-write member, so a `none` collection is usable and shareable at once."""
     # Callers check can_manage_collections first, which requires a team.
     assert by.team_id is not None, "only a user with a team can create a collection"
     collection = Collection(team_id=by.team_id, name=name, description=description, default_access=default_access, created_by=by)
     collection.full_clean()
     collection.save()
+    CollectionMembership.objects.create(collection=collection, user=by, role=Role.READ_WRITE)
     return collection
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
@@ -36,6 +37,19 @@ class IssuedApiTokenOutput(ApiTokenOutput):
         return fields
 
 
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date and time that must say its time zone: DRF would read a naive one in the server's."""
+
+    def to_internal_value(self, value):
+        try:
+            parsed = parse_datetime(value.strip()) if isinstance(value, str) else None
+        except ValueError:  # well formed but impossible (month 13): DRF's own parsing says so below
+            parsed = None
+        if parsed is not None and parsed.tzinfo is None:
+            raise serializers.ValidationError("must include a time zone, e.g. 2027-01-31T00:00:00Z.")
+        return super().to_internal_value(value)
+
+
 class ApiTokenCreateApi(RpcApi):
     write_scope = True
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
@@ -43,7 +57,7 @@ class ApiTokenCreateApi(RpcApi):
     class Input(serializers.Serializer):
         name = serializers.CharField(max_length=200, allow_blank=True, default="")
         scope = serializers.ChoiceField(choices=TokenScope.choices, default=TokenScope.READ)
-        expiresAt = serializers.DateTimeField(required=False, allow_null=True)
+        expiresAt = AwareDateTimeField(required=False, allow_null=True)
 
     @extend_schema(responses=envelope(IssuedApiTokenOutput))
     def post(self, request):

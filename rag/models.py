@@ -160,6 +160,10 @@ class QueryLog(models.Model):
 
 
 class Feedback(models.Model):
+    """A user's rating of one of their answers: one per answer and user (rating again updates it)."""
+
+    # A UUID, not a sequence: a global counter would tell a client how many answers other teams rated.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     query_log = models.ForeignKey(QueryLog, on_delete=models.CASCADE, related_name="feedback")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     rating = models.PositiveSmallIntegerField()
@@ -168,7 +172,10 @@ class Feedback(models.Model):
 
     class Meta:
         db_table = "rag_feedback"
-        constraints = [models.CheckConstraint(condition=models.Q(rating__gte=1, rating__lte=5), name="feedback_rating_1_to_5")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(rating__gte=1, rating__lte=5), name="feedback_rating_1_to_5"),
+            models.UniqueConstraint(fields=["query_log", "user"], name="one_feedback_per_answer_and_user"),
+        ]
 
 
 class EntityKind(models.TextChoices):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_migrate
@@ -12,21 +15,46 @@ from rag import tasks
 from rag.indexing.pipeline import title_changed
 from rag.retrieval.vector_index import ensure_vector_index
 
+logger = logging.getLogger("rag.indexing")
+
+
+def _after_commit(what: str, document_id, action) -> None:
+    """Run `action` once the save commits; if the broker cannot take it, the save still stands.
+
+    The client already has its document: a broker that is down must not turn that into an error.
+    The document stays unindexed (or its chunks in place) until the recovery pass or reconciliation
+    queues it again (rag.tasks.recover_index, every RAG_RECOVER_INTERVAL seconds).
+    """
+
+    def run() -> None:
+        try:
+            action()
+        except Exception:
+            logger.exception("could not queue %s of document %s; recovery will queue it again", what, document_id)
+
+    transaction.on_commit(run)
+
 
 @receiver(document_saved)
 def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None:
     if content_changed:
-        transaction.on_commit(lambda: tasks.enqueue_index(document_id))
+        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
     else:
-        transaction.on_commit(lambda: title_changed(document_id))
+        _after_commit("a title refresh", document_id, lambda: title_changed(document_id))
 
 
 @receiver(document_deleted)
 def queue_removal(sender, document_id, **kwargs) -> None:
-    transaction.on_commit(lambda: tasks.remove_document_task.delay(str(document_id)))
+    _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
 
 
 @receiver(post_migrate)
 def create_vector_index(sender, using="default", **kwargs) -> None:
     if sender.name == "rag":
         ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)
+
+
+@worker_ready.connect
+def recover_on_worker_start(sender=None, **kwargs) -> None:
+    """A worker that starts finishes what a dead one left: a full reconciliation, queued like any task."""
+    tasks.reconcile_index_task.delay()

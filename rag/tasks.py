@@ -12,8 +12,8 @@ from celery import shared_task
 from django.conf import settings
 
 from rag.indexing.pipeline import index_documents, remove_document_chunks
-from rag.indexing.reconcile import ReconcileReport, reconcile
-from rag.indexing.state import job_record, request_index
+from rag.indexing.reconcile import ReconcileReport, reconcile, stuck
+from rag.indexing.state import job_record, mark_pending, request_index
 from rag.models import IndexJob
 
 # Documents per queued indexing task: enough for full embedding batches, few enough that a
@@ -45,6 +45,19 @@ def reconcile_index_task() -> dict:
     report = reconcile()
     repair_index(report)
     return report.counts()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def recover_index_task() -> int:
+    """Queue again what a dead process left unindexed (run by beat every RAG_RECOVER_INTERVAL seconds)."""
+    return recover_index(lease=settings.RAG_INDEX_LEASE)
+
+
+def recover_index(*, lease: int) -> int:
+    """Queue the documents `stuck` finds, marked pending so the lease starts again; how many were queued."""
+    document_ids = stuck(lease=lease)
+    mark_pending(document_ids=document_ids, model_id=settings.RAG_EMBEDDING_MODEL)
+    return enqueue_reindex(document_ids, force=False)
 
 
 def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:

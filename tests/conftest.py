@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -14,6 +19,60 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class TestBroker:
+    """The Redis the tests' Celery workers use: `celery_url` for Celery, `redis_url` for redis-py."""
+
+    celery_url: str
+    redis_url: str
+
+
+@pytest.fixture(scope="session")
+def test_broker() -> Iterator[TestBroker]:
+    """CAIRN_TEST_BROKER_URL when set; otherwise a Redis of the tests' own (as `make run` starts one), on a socket under var/."""
+    url = os.environ.get("CAIRN_TEST_BROKER_URL")
+    if url:
+        yield TestBroker(celery_url=url, redis_url=url)
+        return
+    from config.broker import EmbeddedRedis
+
+    server = EmbeddedRedis(ROOT / "var" / "test-redis", persist=False)
+    process = server.start(log=ROOT / "var" / "test-redis.log")
+    try:
+        yield TestBroker(celery_url=server.celery_url(15), redis_url=server.cache_url(15))
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+_started_postgres: list[str] = []
+
+
+def pytest_sessionstart(session) -> None:
+    """Note whether the embedded PostgreSQL of the tests is already running: if not, the run stops it at the end."""
+    from django.conf import settings
+
+    if getattr(settings, "EMBEDDED_DATABASE", False):
+        from config.embedded_db.server import server_running
+
+        data_dir = settings.DATABASES["default"]["OPTIONS"]["data_dir"]
+        if not server_running(data_dir):
+            _started_postgres.append(data_dir)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Stop what this run started: the embedded PostgreSQL (the broker stops with its fixture)."""
+    if _started_postgres:
+        from config.embedded_db.server import stop_server
+
+        stop_server(_started_postgres[0])
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -66,6 +67,7 @@ class GunicornServer:
                 "60",
                 "--log-level",
                 "info",
+                "--no-control-socket",
             ],
             cwd=ROOT,
             env=self.env,
@@ -99,3 +101,110 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class CairnServe:
+    """`python -m config.serve`, what `make run` runs, on this test run's database with the fake providers.
+
+    It starts its own broker under `run_dir` (CELERY_BROKER_URL is unset), gunicorn, a worker and beat.
+    """
+
+    def __init__(self, *, run_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+        from django.conf import settings
+
+        self.run_dir = run_dir
+        self.log_path = run_dir / "serve.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            **database_env(),
+            "SECRET_KEY": settings.SECRET_KEY,  # the tokens the test issues must verify
+            "CAIRN_RUN_DIR": str(run_dir),
+            "CELERY_BROKER_URL": "",
+            "REDIS_URL": "",
+            "RAG_EMBEDDING_PROVIDER": "fake",
+            "RAG_EMBEDDING_MODEL": "fake-embedding",
+            "RAG_EMBEDDING_DIMENSION": "384",
+            "WEB_WORKERS": "2",
+            "CELERY_WORKER_CONCURRENCY": "1",
+            "API_THROTTLE_USER": "100000/min",
+            "API_THROTTLE_RAG": "100000/min",
+            **(extra_env or {}),
+        }
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120) -> CairnServe:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "config.serve", "--no-migrate", "--bind", f"127.0.0.1:{self.port}"],
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.process.returncode}:\n{self.log()[-4000:]}")
+            if "Cairn is serving" in self.log():
+                return self
+            time.sleep(0.2)
+        self.kill_all()
+        raise RuntimeError(f"serve did not start:\n{self.log()[-4000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def pid(self, service: str) -> int:
+        """The pid of a child (`web`, `worker`, `beat`, `broker`) as the supervisor last wrote it."""
+        return int((self.run_dir / f"{service}.pid").read_text())
+
+    def kill(self, service: str) -> int:
+        """kill -9 a child and everything it started (its process group); returns the pid killed."""
+        pid = self.pid(service)
+        os.killpg(pid, signal.SIGKILL)
+        return pid
+
+    def wait_restarted(self, service: str, old_pid: int, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = self.pid(service)
+            if pid != old_pid and (service != "web" or self.healthy()):
+                return pid
+            time.sleep(0.2)
+        raise AssertionError(f"{service} was not started again:\n{self.log()[-3000:]}")
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM to the supervisor, as Ctrl-C would; its exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill_all(self) -> None:
+        """kill -9 the supervisor and every child, as a power cut would (PostgreSQL aside)."""
+        for name in ("web", "beat", "worker", "broker", "serve"):
+            try:
+                os.killpg(self.pid(name), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                pass
+        if self.process is not None:
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass

@@ -47,7 +47,10 @@ def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
 def test_every_configuration_variable_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     names = set(
-        re.findall(r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA|IMPORT)_?[A-Z_]*)"', BASE_SETTINGS)
+        re.findall(
+            r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA|CAIRN|WEB|IDEMPOTENCY|LOGIN|IMPORT)_?[A-Z_]*)"',
+            BASE_SETTINGS,
+        )
     )
     names -= {"CELERY"}
     missing = sorted(n for n in names if f"`{n}`" not in readme)
@@ -68,6 +71,9 @@ def test_production_refuses_to_start_without_a_secret_key():
         ("RAG_EMBEDDING_PROVIDER", "magic", "RAG_EMBEDDING_PROVIDER must be"),
         ("RAG_HYBRID_WEIGHTS", "1,2,3,4", "RAG_HYBRID_WEIGHTS must be"),
         ("RAG_HYBRID_WEIGHTS", "0,0,0", "not all zero"),
+        ("CELERY_TASK_SOFT_TIME_LIMIT", "700", "CELERY_TASK_SOFT_TIME_LIMIT (700) must be below CELERY_TASK_TIME_LIMIT (660)"),
+        ("WEB_WORKERS", "0", "WEB_WORKERS must be at least 1"),
+        ("LOGIN_MAX_FAILURES", "many", "LOGIN_MAX_FAILURES has an invalid value"),
     ],
 )
 def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):
@@ -95,6 +101,21 @@ def test_setup_demo_creates_the_cast_and_prints_a_token(db, capsys):
     assert "0 new document(s)" in capsys.readouterr().out
 
 
+def test_setup_demo_revokes_the_token_it_printed_last_time(db, capsys):
+    from tests.conftest import Api
+
+    def printed_token() -> str:
+        out = capsys.readouterr().out
+        return next(line for line in out.splitlines() if line.startswith("API token: ")).split(": ", 1)[1]
+
+    call_command("setup_demo")
+    first = printed_token()
+    call_command("setup_demo")
+    second = printed_token()
+    assert Api(first).post("documents.list").status_code == 401
+    assert Api(second).post("documents.list").status_code == 200
+
+
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is configured by Cairn")
 def test_the_embedded_postgres_runs_with_the_configured_shared_buffers(db):
     with connection.cursor() as cursor:
@@ -112,3 +133,30 @@ def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is started by the tests")
+def test_a_test_run_stops_the_embedded_postgres_it_started(tmp_path):
+    from config.embedded_db.server import server_running
+
+    data_dir = tmp_path / "pg"
+    env = {**os.environ, "CAIRN_EMBEDDED_PGDATA": str(data_dir), "DATABASE_URL": ""}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_project.py::test_health_reports_database_and_broker",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (data_dir / "PG_VERSION").exists(), "the run did not use its own server"
+    assert not server_running(str(data_dir)), "the run left its PostgreSQL running"

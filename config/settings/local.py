@@ -1,8 +1,5 @@
-"""Running Cairn on a developer machine or the embedded default."""
+"""Running Cairn on a developer machine or the embedded default (`make run`): production's shape, debug off unless asked for."""
 
 from __future__ import annotations
 
 from .base import *
-from .base import _bool
-
-DEBUG = _bool("DEBUG", True)

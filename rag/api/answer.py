@@ -120,7 +120,7 @@ class RagAnswerApi(RagApi):
 
 
 class FeedbackOutput(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.UUIDField()
     answerId = serializers.UUIDField(source="query_log_id")
     rating = serializers.IntegerField()
     comment = serializers.CharField(allow_blank=True)
@@ -128,7 +128,7 @@ class FeedbackOutput(serializers.Serializer):
 
 
 class RagFeedbackApi(RagApi):
-    """Rate one of your own answers."""
+    """Rate one of your own answers; rating it again replaces your rating and comment."""
 
     class Input(serializers.Serializer):
         answerId = serializers.UUIDField()

@@ -46,11 +46,13 @@ class NeighbourOutput(serializers.Serializer):
     direction = serializers.ChoiceField(choices=["out", "in"], help_text="out: this entity -> neighbour.")
     confidence = serializers.FloatField()
     weight = serializers.FloatField()
-    chunkId = serializers.CharField(source="chunk_id", help_text="The passage the relation was read from.")
+    chunkId = serializers.CharField(
+        source="chunk", help_text="The passage the relation was read from: `<documentId>:<version>:<chunkIndex>`."
+    )
 
 
 class EntityPassageOutput(serializers.Serializer):
-    chunkId = serializers.CharField(source="chunk_id")
+    chunkId = serializers.CharField(source="chunk", help_text="`<documentId>:<version>:<chunkIndex>`.")
     documentId = serializers.UUIDField(source="document_id")
     title = serializers.CharField()
     chunkIndex = serializers.IntegerField(source="chunk_index")

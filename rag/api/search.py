@@ -9,11 +9,14 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.errors import EmbeddingUnavailable, Forbidden
 from config.rpc import envelope, respond
 from documents.selectors import document_get
+from permissions.policy import can_write_document
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
 from rag.indexing.state import mark_pending
 from rag.indexing.status import index_coverage
+from rag.retrieval.hits import chunk_ref
 from rag.retrieval.search import MODES, search
 from rag.tasks import enqueue_index
 
@@ -31,7 +34,7 @@ class SearchHitDocumentOutput(serializers.Serializer):
 class SearchHitOutput(serializers.Serializer):
     """One ranked chunk (a `rag.retrieval.hits.RankedChunk`)."""
 
-    id = serializers.CharField(source="hit.chunk_id", help_text="The chunk's id.")
+    id = serializers.SerializerMethodField(help_text="The chunk's id: `<documentId>:<version>:<chunkIndex>`.")
     document = SearchHitDocumentOutput()
     score = RoundedFloat(source="hit.score")
     # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
@@ -39,10 +42,14 @@ class SearchHitOutput(serializers.Serializer):
     context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")  # type: ignore[assignment]
     chunkIndex = serializers.IntegerField(source="hit.chunk_index")
 
+    def get_id(self, ranked) -> str:
+        return chunk_ref(ranked.document.id, ranked.hit.version, ranked.hit.chunk_index)
+
 
 class SearchPaginationOutput(serializers.Serializer):
     limit = serializers.IntegerField()
-    total = serializers.IntegerField(help_text="How many results this response holds.")
+    # Not `total`: search ranks the best `limit` chunks and never counts every match (that would cost a full scan).
+    count = serializers.IntegerField(help_text="How many results this response holds (at most `limit`).")
 
 
 class RagSearchResponse(serializers.Serializer):
@@ -50,10 +57,13 @@ class RagSearchResponse(serializers.Serializer):
     # declared field's attribute name is its JSON name, so no rename can keep it.
     data = SearchHitOutput(many=True)  # type: ignore[assignment]
     pagination = SearchPaginationOutput()
+    degraded = serializers.BooleanField(
+        help_text="True when a hybrid search could not embed the query and ranked by keyword only (embedding_unavailable)."
+    )
 
 
 class RagSearchApi(RagApi):
-    """Rank the chunks of the documents you may read: vector, keyword (BM25) or hybrid (weighted RRF)."""
+    """Rank the chunks of the documents you may read: vector, keyword (BM25), graph, or hybrid (score-aware fusion of the three)."""
 
     class Input(serializers.Serializer):
         query = QueryField()
@@ -71,19 +81,32 @@ class RagSearchApi(RagApi):
             help_text="[vector, keyword] or [vector, keyword, graph] for hybrid.",
         )
 
+        def validate_weights(self, value: list[float]) -> list[float]:
+            if not any(value):
+                raise serializers.ValidationError("must not all be zero (every score would be 0, in no useful order).")
+            return value
+
     @extend_schema(responses=RagSearchResponse)
     def post(self, request):
         data = self.validated(request)
-        result = search(
-            user=request.user,
-            query=data["query"],
-            limit=data["limit"],
-            threshold=data.get("threshold"),
-            mode=data["mode"],
-            collection_id=data.get("collectionId"),
-            document_id=data.get("documentId"),
-            weights=tuple(data["weights"]) if data.get("weights") else None,
-        )
+        arguments = {
+            "user": request.user,
+            "query": data["query"],
+            "limit": data["limit"],
+            "threshold": data.get("threshold"),
+            "collection_id": data.get("collectionId"),
+            "document_id": data.get("documentId"),
+            "weights": tuple(data["weights"]) if data.get("weights") else None,
+        }
+        degraded = False
+        try:
+            result = search(mode=data["mode"], **arguments)
+        except EmbeddingUnavailable:
+            if data["mode"] != "hybrid":
+                raise
+            # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
+            logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
+            result, degraded = search(mode="keyword", **arguments), True
         ranked = result.ranked(include_text=data["includeContext"])
         logger.info(
             "rag.search mode=%s results=%d latency=%s%s",
@@ -92,7 +115,7 @@ class RagSearchApi(RagApi):
             result.latency,
             f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
         )
-        body = {"data": ranked, "pagination": {"limit": data["limit"], "total": len(ranked)}}
+        body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
         return Response(RagSearchResponse(body).data)
 
 
@@ -131,6 +154,9 @@ class RagEmbedApi(RagApi):
     def post(self, request):
         data = self.validated(request)
         document = document_get(user=request.user, document_id=data["documentId"], include_archived=True)
+        # Re-embedding costs the team's embedding budget: readers may not force it.
+        if not can_write_document(request.user, document):
+            raise Forbidden("You can read this document but not change it, so you cannot reindex it.")
         mark_pending(document_ids=[document.pk], model_id=settings.RAG_EMBEDDING_MODEL)
         enqueue_index(document.pk, force=True)
         return respond(RagEmbedOutput, {"documentId": document.pk, "queued": True})

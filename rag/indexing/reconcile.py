@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, F, FilteredRelation, OuterRef, Q, Subquery
+from django.utils import timezone
 
 from documents.models import Document
 from rag.models import Chunk, IndexState, IndexStatus, Mention
@@ -93,3 +95,27 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
         )
     )
     return report
+
+
+def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
+    """Live documents whose current version is not indexed and whose indexing has not moved for `lease` seconds.
+
+    That is: saved with no index status at all, or saved again while the status still says indexed (the
+    process died between the commit and queueing the task), or pending, chunking or embedding for longer
+    than the lease (the task was lost with its process). Failed documents are left to `reconcile`, or a
+    permanent failure would be retried on every pass.
+    """
+    model_id = model_id or settings.RAG_EMBEDDING_MODEL
+    cutoff = timezone.now() - timedelta(seconds=lease)
+    working = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
+    # One outer join of documents and this model's statuses (two scans, hashed), not a lookup per document.
+    return list(
+        Document.objects.annotate(status=FilteredRelation("index_statuses", condition=Q(index_statuses__model_id=model_id)))
+        .filter(deleted_at__isnull=True, updated_at__lt=cutoff)
+        .filter(
+            Q(status__id__isnull=True)
+            | Q(status__state__in=working, status__updated_at__lt=cutoff)
+            | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
+        )
+        .values_list("pk", flat=True)
+    )

@@ -14,6 +14,7 @@ from django.db import connection
 
 from config.errors import NotFound
 from permissions.models import User
+from rag.retrieval.hits import chunk_ref
 from rag.retrieval.names import entity_key
 from rag.retrieval.visibility import SearchScope, search_scope
 
@@ -34,12 +35,12 @@ class Neighbour:
     direction: str  # "out": this entity -> neighbour; "in": neighbour -> this entity
     confidence: float
     weight: float
-    chunk_id: int  # the chunk a supporting fact was read from (a visible one)
+    chunk: str  # the chunk a supporting fact was read from (a visible one), as `chunk_ref`
 
 
 @dataclass(frozen=True)
 class Passage:
-    chunk_id: int
+    chunk: str  # as `chunk_ref`
     document_id: uuid.UUID
     title: str
     chunk_index: int
@@ -99,22 +100,29 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                     UNION ALL
                     SELECT r.source_id, 'in', r.predicate, r.confidence, r.weight, r.chunk_id
                     FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
-                    WHERE r.target_id = %s AND r.model_id = %s)
-                SELECT DISTINCT ON (other, direction, predicate) other, direction, predicate, confidence, weight, chunk_id
-                FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id""",
+                    WHERE r.target_id = %s AND r.model_id = %s),
+                best AS (
+                    SELECT DISTINCT ON (other, direction, predicate) other, direction, predicate, confidence, weight, chunk_id
+                    FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id)
+                SELECT b.other, b.direction, b.predicate, b.confidence, b.weight, c.document_id, c.document_version, c.chunk_index
+                FROM best b JOIN document_embeddings c ON c.id = b.chunk_id""",
             [*scope.params, entity_id, model_id, entity_id, model_id, entity_id],
         )
         edges = cursor.fetchall()
     others, _ = _summaries(scope, "e.id = ANY(%s)", [[row[0] for row in edges]], limit=10_000) if edges else ([], 0)
     by_id = {summary.id: summary for summary in others}
     neighbours = sorted(
-        (Neighbour(by_id[o], p, d, float(c), float(w), chunk) for o, d, p, c, w, chunk in edges if o in by_id),
+        (
+            Neighbour(by_id[o], p, d, float(c), float(w), chunk_ref(doc, version, index))
+            for o, d, p, c, w, doc, version, index in edges
+            if o in by_id
+        ),
         key=lambda n: (-n.weight, n.predicate, n.entity.name),
     )[:limit]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql})
-                SELECT e.id, e.document_id, d.title, e.chunk_index, e.chunk_text
+                SELECT e.document_id, e.document_version, e.chunk_index, d.title, e.chunk_text
                 FROM graph_mentions m
                 JOIN v ON v.id = m.document_id AND v.version = m.document_version
                 JOIN document_embeddings e ON e.id = m.chunk_id
@@ -123,5 +131,8 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                 ORDER BY m.subject DESC, m.count DESC, e.id LIMIT %s""",
             [*scope.params, entity_id, model_id, limit],
         )
-        passages = [Passage(*row) for row in cursor.fetchall()]
+        passages = [
+            Passage(chunk=chunk_ref(doc, version, index), document_id=doc, title=title, chunk_index=index, text=text)
+            for doc, version, index, title, text in cursor.fetchall()
+        ]
     return EntityDetail(entity=found[0], neighbours=neighbours, passages=passages)

@@ -124,6 +124,8 @@ def _spread(
             reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
         frontier = {}
         for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
+            if pk in spread_only or pk in seeds:
+                continue  # a way back to where the spread started adds nothing
             # Only strongly reached entities spread further: a second hop from a weak one is noise.
             if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
                 frontier[pk] = score

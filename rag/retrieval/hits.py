@@ -8,6 +8,15 @@ from dataclasses import dataclass, field
 from documents.models import Document
 
 
+def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
+    """A chunk as clients see it: `<documentId>:<version>:<chunkIndex>`.
+
+    Not the row's sequence number, which counts every team's chunks: built from what a hit already
+    shows, so it says nothing about other teams and stays the same when that version is embedded again.
+    """
+    return f"{document_id}:{version}:{chunk_index}"
+
+
 @dataclass
 class Hit:
     """One ranked chunk; rankings fill the id and score, loading fills the rest."""

@@ -123,6 +123,8 @@ def search(
             rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
             used.append(hybrid_weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
             lap("graph_ms")
+        if not any(used):  # only the graph was weighted, and it is switched off
+            used = [1.0] * len(rankings)
         fused = dict(relevance_fusion(rankings, weights=used))
         order = list(fused)
         if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
@@ -32,7 +34,8 @@ def test_a_revoked_or_expired_token_is_refused(db, api_for, cast):
     response = api.post("documents.list")
     assert response.status_code == 401 and "revoked" in response.json()["message"]
 
-    expired = api_token_create(user=cast.bob, expires_at=timezone.now())
+    expired = api_token_create(user=cast.bob, expires_at=timezone.now() + timedelta(minutes=1))
+    ApiToken.objects.filter(pk=expired.token.pk).update(expires_at=timezone.now())  # time passes
     response = Api(expired.plaintext).post("documents.list")
     assert response.status_code == 401 and "expired" in response.json()["message"]
 

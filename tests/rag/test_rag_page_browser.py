@@ -90,6 +90,8 @@ def library(cast, tracker):
 def test_ask_on_the_rag_page_and_follow_a_citation_to_the_highlighted_passage(cast, library, server, tracker):
     from playwright.sync_api import sync_playwright
 
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium)")
     csp_violations, requests, console, dialogs = [], [], [], []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

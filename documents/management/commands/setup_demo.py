@@ -9,11 +9,12 @@ from django.db import transaction
 
 from documents import services
 from documents.models import Collection, Document
-from permissions.models import Access, Role, Team, TokenScope, User
-from permissions.services import api_token_create, team_create, user_create
+from permissions.models import Access, ApiToken, Role, Team, TokenScope, User
+from permissions.services import api_token_create, api_token_revoke, team_create, user_create
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 DEMO_PASSWORD = "cairn-demo"
+DEMO_TOKEN_NAME = "demo token"
 
 # (file, team, collection)
 DEMO_DOCUMENTS = [
@@ -56,7 +57,10 @@ class Command(BaseCommand):
                     services.document_create(by=author, collection=collection, title=title, text=text, publish=True)
                     created += 1
             owner = User.objects.get(username=user)
-            issued = api_token_create(user=owner, scope=TokenScope.WRITE, name="demo token")
+            # One live demo token per user: each run revokes the one printed last time.
+            for previous in ApiToken.objects.filter(user=owner, name=DEMO_TOKEN_NAME, revoked_at__isnull=True):
+                api_token_revoke(token=previous)
+            issued = api_token_create(user=owner, scope=TokenScope.WRITE, name=DEMO_TOKEN_NAME)
         self.stdout.write(
             f"Demo data ready: {created} new document(s). Users alice (admin, also in /admin/), bob (reads the Handbook), "
             f"charlie (another team); password for all: {DEMO_PASSWORD}"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
@@ -22,8 +23,8 @@ class Command(BaseCommand):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
-        if expires_in_days is not None and expires_in_days < 1:
-            raise CommandError("--expires-in-days must be at least 1.")
+        if expires_in_days is not None and not 1 <= expires_in_days <= settings.API_TOKEN_MAX_DAYS:
+            raise CommandError(f"--expires-in-days must be between 1 and {settings.API_TOKEN_MAX_DAYS} (API_TOKEN_MAX_DAYS).")
         expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
         issued = api_token_create(user=user, scope=scope, name=name or "created by create_token", expires_at=expires_at)
         self.stdout.write(issued.plaintext)

@@ -21,16 +21,15 @@ from tests.servers import database_env
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[3]
-BROKER = os.environ.get("CAIRN_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
 
 
 class Worker:
-    def __init__(self, extra_env: dict[str, str]) -> None:
+    def __init__(self, broker_url: str, extra_env: dict[str, str]) -> None:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.local",
             **database_env(),
-            "CELERY_BROKER_URL": BROKER,
+            "CELERY_BROKER_URL": broker_url,
             "RAG_EMBEDDING_PROVIDER": "fake",
             "RAG_EMBEDDING_MODEL": "fake-embedding",
             "RAG_EMBEDDING_DIMENSION": "384",
@@ -73,27 +72,27 @@ def use_broker(url: str, *, eager: bool) -> None:
 
 
 @pytest.fixture
-def broker(settings):
-    client = redis.Redis.from_url(BROKER)
+def broker(settings, test_broker):
+    client = redis.Redis.from_url(test_broker.redis_url)
     try:
         client.ping()
     except redis.ConnectionError:
-        pytest.fail(f"these tests need Redis at {BROKER} (see README: make test)")
+        pytest.fail(f"these tests need Redis at {test_broker.redis_url} (see README: make test)")
     client.flushdb()
-    settings.CELERY_BROKER_URL = BROKER
+    settings.CELERY_BROKER_URL = test_broker.celery_url
     previous = (app.conf.broker_url, app.conf.task_always_eager)
-    use_broker(BROKER, eager=False)
+    use_broker(test_broker.celery_url, eager=False)
     yield client
     use_broker(previous[0], eager=previous[1])
     client.flushdb()
 
 
 @pytest.fixture
-def worker_factory(broker) -> Iterator[Callable[..., Worker]]:
+def worker_factory(broker, test_broker) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def make(**extra_env: str) -> Worker:
-        worker = Worker(extra_env)
+        worker = Worker(test_broker.celery_url, extra_env)
         workers.append(worker)
         return worker
 

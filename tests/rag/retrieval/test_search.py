@@ -86,7 +86,7 @@ def test_a_result_has_the_documented_shape(cast, api_for, corpus, mode):
     assert set(item) == {"id", "document", "score", "context", "chunkIndex"}
     assert set(item["document"]) == {"id", "title", "url", "collectionId", "updatedAt"}
     assert "Owls hunt mice" in item["context"]
-    assert body["pagination"] == {"limit": 10, "total": len(body["data"])}
+    assert body["pagination"] == {"limit": 10, "count": len(body["data"])} and body["degraded"] is False
     without = api_for(cast.bob).post(
         "rag.search", {"query": "owls hunt mice", "mode": mode, "includeContext": False, "threshold": 0}
     )
@@ -204,6 +204,10 @@ def test_an_unreachable_embedding_provider_is_503(cast, api_for, corpus, setting
     assert response.status_code == 503 and response.json()["error"] == "embedding_unavailable"
     keyword = api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": "keyword"})
     assert keyword.status_code == 200, "keyword search needs no embedding"
+    hybrid = api_for(cast.bob).post("rag.search", {"query": "owls hunt mice", "mode": "hybrid"})
+    assert hybrid.status_code == 200 and hybrid.json()["degraded"] is True, "hybrid falls back to keyword, flagged"
+    assert [h["id"] for h in hybrid.json()["data"]] == [h["id"] for h in keyword.json()["data"]]
+    assert keyword.json()["degraded"] is False
 
 
 def test_too_many_requests_get_429_with_retry_after(cast, api_for, corpus, monkeypatch):
@@ -321,7 +325,7 @@ def test_keyword_search_matches_a_chunk_by_the_headings_above_it(cast, api_for):
     safety_chunk = next(c for c in chunks if "## Safety" in c.chunk_text)
     assert "Volcanoes" not in safety_chunk.chunk_text, "the heading above is not in the chunk's own text"
     response = api_for(cast.bob).post("rag.search", {"query": "volcanoes respirator", "mode": "keyword"})
-    assert response.json()["data"][0]["id"] == str(safety_chunk.pk)
+    assert response.json()["data"][0]["id"] == f"{doc.pk}:{doc.version}:{safety_chunk.chunk_index}"
 
 
 @pytest.mark.django_db(transaction=True)

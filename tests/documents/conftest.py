@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import pytest
+
+from permissions.models import Access
+from tests.factories import CollectionFactory
+
+
+@pytest.fixture
+def collection_writable_by_bob(cast):
+    return CollectionFactory.create(team=cast.alice.team, name="Scratch", default_access=Access.READ_WRITE)
