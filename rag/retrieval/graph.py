@@ -124,8 +124,8 @@ def _spread(
             reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
         frontier = {}
         for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
-            if pk in spread_only or pk in seeds:
-                continue  # a way back to where the spread started adds nothing
+            if pk in spread_only:
+                continue  # a way back to where this spread started adds nothing
             # Only strongly reached entities spread further: a second hop from a weak one is noise.
             if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
                 frontier[pk] = score
@@ -151,7 +151,13 @@ def graph_ranking(
     seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
     if not seeds:
         return GraphRanking([], False)
-    scores = _spread(scope, model_id, seeds, spread_only)
+    # Two spreads: what the question names reaches anything (a document the other rankings also
+    # chose included); the other rankings' documents reach only other documents, never themselves.
+    named = {pk: score for pk, score in seeds.items() if pk not in spread_only}
+    chosen = {pk: score for pk, score in seeds.items() if pk in spread_only}
+    scores = _spread(scope, model_id, named, set()) if named else {}
+    for pk, score in (_spread(scope, model_id, chosen, spread_only) if chosen else {}).items():
+        scores[pk] = scores.get(pk, 0.0) + score
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
         return GraphRanking([], names_documents)
