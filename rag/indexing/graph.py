@@ -43,9 +43,9 @@ PREDICATE_CO_OCCURS = "CO_OCCURS"
 _DOC_LINK = re.compile(r"\(/doc/([0-9a-fA-F-]{36})[^)]*\)")
 _WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|[^\[\]\n]*)?\]\]")
 _CODE = re.compile(r"`([A-Za-z_][\w.:/-]{1,79})`")
-# Two or more capitalised words, optionally joined by a few lower-case particles ("Duke of York").
+# Two or more capitalised words on one line, optionally joined by a few lower-case particles ("Duke of York").
 _PROPER_NAME = re.compile(
-    r"\b[A-Z][\w'’-]*[a-z0-9][\w'’-]*(?:\s+(?:(?:of|de|da|von|van|der|del|la|le|du|the|and)\s+)?[A-Z][\w'’-]*){1,5}"
+    r"\b[A-Z][\w'’-]*[a-z0-9][\w'’-]*(?:[ \t]+(?:(?:of|de|da|von|van|der|del|la|le|du|the|and)[ \t]+)?[A-Z][\w'’-]*){1,5}"
 )
 
 

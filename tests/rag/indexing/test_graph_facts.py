@@ -47,6 +47,12 @@ def test_the_rules_read_titles_links_names_code_and_headings():
     assert "deploying" not in facts.mentions, "a document does not mention itself"
 
 
+def test_a_proper_name_never_spans_lines():
+    facts = read_chunk("# Deploying the API\n\nDeployments run daily.", [], own_key="x", matcher=matcher(), linked_titles={})
+    assert all("\n" not in name for name, _, _ in facts.mentions.values())
+    assert "deploying the api" in facts.mentions
+
+
 def test_a_chunk_full_of_links_writes_a_bounded_number_of_facts():
     text = " ".join(f"[[Page {i} Name]]" for i in range(5000))
     facts = read_chunk(text, [], own_key="x", matcher=matcher(), linked_titles={})
