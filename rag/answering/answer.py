@@ -49,7 +49,7 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         mode, pieces = MODE_EXTRACTIVE, _pieces(extractive_answer(retrieval.query, retrieval.passages))
     else:
         mode = MODE_GENERATED
-        messages, model = build_prompt(retrieval.query, retrieval.passages), client
+        messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts), client
         pieces = stream_with_retries(
             lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
             max_retries=settings.RAG_LLM_MAX_RETRIES,

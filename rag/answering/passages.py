@@ -69,6 +69,47 @@ class Retrieval:
     confidence: str
     started: float
     latency: dict[str, float] = field(default_factory=dict)
+    facts: list[Fact] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A graph relation read from passage `n` that links it to another passage's document."""
+
+    n: int
+    source: str
+    predicate: str
+    target: str
+
+
+MAX_FACTS = 20
+
+
+def connecting_facts(passages: list[Passage]) -> list[Fact]:
+    """Relations read from the passages themselves whose target is another passage's document.
+
+    Only the passages' own chunks are read (they are visible: search chose them through the
+    access policy), so a fact here can name nothing the asker cannot read.
+    """
+    by_chunk = {p.chunk_id: p.n for p in passages}
+    if len(by_chunk) < 2:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT r.chunk_id, s.name, r.predicate, t.name
+               FROM graph_relations r
+               JOIN graph_entities s ON s.id = r.source_id
+               JOIN graph_entities t ON t.id = r.target_id
+               WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS'
+                 AND r.target_id IN (SELECT entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject)
+                 AND r.source_id <> r.target_id
+               ORDER BY r.weight DESC, r.chunk_id, t.name LIMIT %s""",
+            [list(by_chunk), list(by_chunk), MAX_FACTS],
+        )
+        return [
+            Fact(n=by_chunk[chunk_id], source=source, predicate=predicate, target=target)
+            for chunk_id, source, predicate, target in cursor.fetchall()
+        ]
 
 
 def ms_since(since: float) -> float:
@@ -176,4 +217,5 @@ def retrieve(
         passage.page = pages.get((passage.document_id, passage.version, passage.start))
     confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
     latency["evidenceMs"] = ms_since(lap)
-    return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency)
+    facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED else []
+    return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

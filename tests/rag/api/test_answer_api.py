@@ -19,6 +19,7 @@ from rag.providers import fakes
 from rag.providers.errors import PermanentProviderError, TransientProviderError
 from rag.retrieval.hits import Hit
 from tests.access_matrix import build_random_matrix, oracle_sees
+from tests.factories import DocumentFactory
 
 QUESTION = "What do owls hunt at night?"
 
@@ -381,3 +382,24 @@ def test_a_reranker_that_drops_or_repeats_candidates_loses_none(settings, monkey
     scores = {h.chunk_id: h.score for h in hits}
     assert [h.chunk_id for h in rerank("q", hits, scores)] == [2, 0, 1, 3]
     assert scores == {0: 0.5, 1: 0.1, 2: 0.9, 3: 0.3}
+
+
+def test_the_prompt_carries_the_graph_facts_that_connect_its_passages_cited_by_their_passage(cast, api_for, fake_llm):
+    film = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Night Train", text="Night Train is a film directed by Vera Lind."
+    )
+    director = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Vera Lind", text="Vera Lind was a director. She died in 1999."
+    )
+    secret = DocumentFactory(
+        collection=cast.private, created_by=cast.alice, title="Lind Memo", text="The Lind Memo says Night Train was recut."
+    )
+    index_documents(document_ids=[film.pk, director.pk, secret.pk])
+    response = api_for(cast.bob).post("rag.answer", {"query": "When did the director of Night Train die?", "limit": 3})
+    assert response.status_code == 200, response.json()
+    prompt = fake_llm.calls[0][1]["content"]
+    connections = prompt.split("Connections between the passages")[1].split("Question:")[0]
+    numbered = dict(re.findall(r'n=(\d+) title="([^"]+)"', prompt))
+    film_n = next(n for n, title in numbered.items() if title == "Night Train")
+    assert f'"Night Train" MENTIONS "Vera Lind" [{film_n}]' in connections
+    assert "Memo" not in prompt, "nothing from the private memo, not even a fact"
