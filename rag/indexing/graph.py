@@ -20,9 +20,11 @@ import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import ahocorasick
 from django.db import connection
+from django.db.models import Count, Max, Min
 
 from documents.models import Document
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
@@ -86,13 +88,43 @@ class TitleMatcher:
         return Counter(key for _, key in self._automaton.iter(f" {entity_key(text)} "))
 
 
+_matchers: dict[uuid.UUID, tuple[tuple, TitleMatcher]] = {}
+
+
 def title_matcher(team_id: uuid.UUID) -> TitleMatcher:
+    """The team's titles as an automaton, rebuilt only when the team's documents changed.
+
+    A worker indexes one document per task; reading every title of a large team for each would
+    make indexing cost grow with the team. Any create, rename or delete changes the state key.
+    """
+    live = Document.objects.filter(team_id=team_id, deleted_at__isnull=True)
+    state = tuple(live.aggregate(n=Count("id"), changed=Max("updated_at")).values())
+    cached = _matchers.get(team_id)
+    if cached is not None and cached[0] == state:
+        return cached[1]
     titles: dict[str, str] = {}
-    for title in Document.objects.filter(team_id=team_id, deleted_at__isnull=True).values_list("title", flat=True):
+    for title in live.values_list("title", flat=True):
         key = entity_key(title)
         if is_meaningful_key(key):
             titles.setdefault(key, title)
-    return TitleMatcher(titles)
+    matcher = TitleMatcher(titles)
+    _matchers[team_id] = (state, matcher)
+    return matcher
+
+
+@dataclass(frozen=True)
+class TeamGraph:
+    """What indexing a batch needs to know of a team's graph, read once per batch."""
+
+    matcher: TitleMatcher
+    # When the team's oldest chunk of the model was written: a document created after it may be
+    # named by chunks that could not know its title yet (None: the team has no chunks).
+    oldest_chunk: datetime | None
+
+
+def team_graph(team_id: uuid.UUID, model_id: str) -> TeamGraph:
+    oldest = Chunk.objects.filter(team_id=team_id, model_id=model_id).aggregate(oldest=Min("created_at"))["oldest"]
+    return TeamGraph(matcher=title_matcher(team_id), oldest_chunk=oldest)
 
 
 def read_chunk(

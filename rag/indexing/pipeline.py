@@ -13,7 +13,7 @@ from django.db.models import F
 
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
-from rag.indexing.graph import TitleMatcher, link_title_mentions, rename_document_entity, title_matcher, write_document_facts
+from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.keyword_postings import refresh_search_vectors, refresh_title
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
@@ -138,11 +138,11 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
     known.update(zip(missing.keys(), vectors, strict=False))
     result.embedded += len(missing)
 
-    matchers: dict = {}
+    graphs: dict[uuid.UUID, TeamGraph] = {}
     for document, chunks, _, hashes in planned:
-        if settings.RAG_GRAPH_ENABLED and document.team_id not in matchers:
-            matchers[document.team_id] = title_matcher(document.team_id)
-        if swap_chunks(document, chunks, hashes, known, model_id, matchers.get(document.team_id)):
+        if settings.RAG_GRAPH_ENABLED and document.team_id not in graphs:
+            graphs[document.team_id] = team_graph(document.team_id, model_id)
+        if swap_chunks(document, chunks, hashes, known, model_id, graphs.get(document.team_id)):
             result.indexed.append(document.pk)
             result.chunks += len(chunks)
         else:
@@ -157,7 +157,7 @@ def swap_chunks(
     hashes: list[str],
     vectors: dict,
     model_id: str,
-    matcher: TitleMatcher | None = None,
+    graph: TeamGraph | None = None,
 ) -> bool:
     """Replace the document's chunks (and their keyword postings and graph facts) for `model_id`; False if it changed since it was read."""
     # The row lock orders concurrent swaps of one document; the version check drops a stale one
@@ -193,10 +193,10 @@ def swap_chunks(
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
     refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
     if settings.RAG_GRAPH_ENABLED:
-        write_document_facts(document=document, chunks=rows, matcher=matcher)
+        graph = graph or team_graph(document.team_id, model_id)
+        write_document_facts(document=document, chunks=rows, matcher=graph.matcher)
         # Chunks indexed before this document existed could not know its title: link those that name it.
-        older = Chunk.objects.filter(team_id=document.team_id, model_id=model_id, created_at__lt=document.created_at)
-        if first_index and older.exists():
+        if first_index and graph.oldest_chunk is not None and graph.oldest_chunk < document.created_at:
             link_title_mentions(document=document, model_id=model_id, chunks_before=document.created_at)
     return True
 
