@@ -46,7 +46,7 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
     if retrieval.confidence == Confidence.INSUFFICIENT:
         mode, pieces = MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER)
     elif client is None:
-        mode, pieces = MODE_EXTRACTIVE, _pieces(extractive_answer(retrieval.query, retrieval.passages))
+        mode, pieces = MODE_EXTRACTIVE, _pieces(extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts))
     else:
         mode = MODE_GENERATED
         messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts), client
@@ -87,7 +87,7 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
             logger.warning("Answer generation with %s failed, answering extractively: %s", client.model if client else "-", exc)
             log.error = str(exc)[:2000]
             mode = MODE_EXTRACTIVE
-            answer = extractive_answer(retrieval.query, retrieval.passages)
+            answer = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
             if not sent:
                 yield from stream(_pieces(answer))
         finally:

@@ -74,12 +74,13 @@ class Retrieval:
 
 @dataclass(frozen=True)
 class Fact:
-    """A graph relation read from passage `n` that links it to another passage's document."""
+    """A graph relation read from passage `n` whose target is the document of passage `target_n`."""
 
     n: int
     source: str
     predicate: str
     target: str
+    target_n: int
 
 
 MAX_FACTS = 20
@@ -96,19 +97,25 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            """SELECT r.chunk_id, s.name, r.predicate, t.name
+            """SELECT r.chunk_id, s.name, r.predicate, t.name, array_agg(tm.chunk_id)
                FROM graph_relations r
                JOIN graph_entities s ON s.id = r.source_id
                JOIN graph_entities t ON t.id = r.target_id
-               WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS'
-                 AND r.target_id IN (SELECT entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject)
-                 AND r.source_id <> r.target_id
+               JOIN graph_mentions tm ON tm.entity_id = r.target_id AND tm.subject AND tm.chunk_id = ANY(%s)
+               WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS' AND r.source_id <> r.target_id
+               GROUP BY r.id, r.chunk_id, s.name, r.predicate, t.name, r.weight
                ORDER BY r.weight DESC, r.chunk_id, t.name LIMIT %s""",
             [list(by_chunk), list(by_chunk), MAX_FACTS],
         )
         return [
-            Fact(n=by_chunk[chunk_id], source=source, predicate=predicate, target=target)
-            for chunk_id, source, predicate, target in cursor.fetchall()
+            Fact(
+                n=by_chunk[chunk_id],
+                source=source,
+                predicate=predicate,
+                target=target,
+                target_n=min(by_chunk[c] for c in target_chunks),
+            )
+            for chunk_id, source, predicate, target, target_chunks in cursor.fetchall()
         ]
 
 

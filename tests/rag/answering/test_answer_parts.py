@@ -9,7 +9,7 @@ import pytest
 
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
-from rag.answering.passages import Passage, evidence_confidence
+from rag.answering.passages import Fact, Passage, evidence_confidence
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
 
@@ -170,6 +170,31 @@ def test_the_extractive_answer_skips_headings_and_matches_word_forms():
         "- Deployments happen from the main branch. [2]",
         "- ./deploy promote --env production --image api:latest [3]",
     ]
+
+
+def test_the_extractive_answer_follows_the_chain_the_graph_draws_between_its_passages():
+    passages = [
+        passage(1, "# Night Train\n\nNight Train is a 1998 film. It was directed by Vera Lind in Oslo.", title="Night Train"),
+        passage(2, "# Harbour\n\nHarbour is a 2001 film directed by Ola Berg.", title="Harbour"),
+        passage(3, "# Vera Lind\n\nVera Lind was born in Oslo. She died in 2004 in Bergen.", title="Vera Lind"),
+    ]
+    facts = [
+        Fact(n=1, source="Night Train", predicate="MENTIONS", target="Vera Lind", target_n=3),
+        Fact(n=3, source="Vera Lind", predicate="MENTIONS", target="Night Train", target_n=1),
+    ]
+    answer = extractive_answer("When did the director of Night Train die?", passages, facts=facts, count=2)
+    assert answer.splitlines()[2:] == [
+        "- Night Train is a 1998 film. [1]",
+        "- It was directed by Vera Lind in Oslo. [1]",
+        "- She died in 2004 in Bergen. [3]",
+        "- Harbour is a 2001 film directed by Ola Berg. [2]",
+    ], "the sentence naming the director, then the director's passage, before the next-ranked passage"
+    unlinked = extractive_answer("When did the director of Night Train die?", passages, count=2)
+    assert "[3]" not in unlinked, "without the graph's fact the third passage is not reached"
+    named_nowhere = [Fact(n=2, source="Harbour", predicate="MENTIONS", target="Vera Lind", target_n=3)]
+    assert "[3]" not in extractive_answer("director of Harbour", passages, facts=named_nowhere, count=2), (
+        "a fact whose target the passage's text does not name is not followed"
+    )
 
 
 def test_answer_html_escapes_everything_and_links_only_supplied_citations():

@@ -403,3 +403,25 @@ def test_the_prompt_carries_the_graph_facts_that_connect_its_passages_cited_by_t
     film_n = next(n for n, title in numbered.items() if title == "Night Train")
     assert f'"Night Train" MENTIONS "Vera Lind" [{film_n}]' in connections
     assert "Memo" not in prompt, "nothing from the private memo, not even a fact"
+
+
+def test_an_extractive_answer_follows_the_graph_from_the_named_film_to_its_director(cast, api_for, settings):
+    # The fake embeddings' bag of words scores these short passages low; the evidence gate is tested elsewhere.
+    settings.RAG_ANSWER_MIN_SCORE = 0.0
+    film = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Night Train",
+        text="Night Train is a thriller set on a sleeper service. It was directed by Vera Lind.",
+    )
+    director = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Vera Lind", text="Vera Lind was born in Oslo. She died in 1999."
+    )
+    index_documents(document_ids=[film.pk, director.pk])
+    response = api_for(cast.bob).post("rag.answer", {"query": "When did the director of Night Train die?", "limit": 3})
+    assert response.status_code == 200, response.json()
+    body = response.json()["data"]
+    numbered = {c["document"]["title"]: c["n"] for c in body["citations"]}
+    lines = body["answer"].splitlines()
+    bridge = lines.index(f"- It was directed by Vera Lind. [{numbered['Night Train']}]")
+    assert lines[bridge + 1] == f"- She died in 1999. [{numbered['Vera Lind']}]"
