@@ -1,0 +1,76 @@
+"""What reading the knowledge graph costs indexing: chunks/s with the graph and without, in one run.
+
+Takes paragraphs of the 2WikiMultiHopQA corpus that bench/twowiki.py indexed (run that first: it
+leaves them in the `cairn_bench_2wiki` database, 6,119 titles in one team, so the title automaton
+and the entity table are the size a real team's would be). Each pass deletes the sample's chunks
+(their vectors too, so every pass embeds them again) and indexes the sample through the real
+service, alternately without and with the graph, several rounds, so drift in the machine's speed
+falls on both sides. Reports chunks/s for each and the ratio.
+
+Reproduce:  .venv/bin/python bench/graph_overhead.py [--docs 300 --rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+os.environ.setdefault("CAIRN_EMBEDDED_DATABASE", "cairn_bench_2wiki")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=300, help="paragraphs indexed per pass")
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of passes (without, with)")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from documents.models import Document
+    from permissions.models import Team
+    from rag.indexing.pipeline import index_documents
+    from rag.models import Chunk, IndexStatus
+    from rag.providers.embeddings import get_embedding_provider
+
+    team = Team.objects.get(name="2Wiki")
+    provider = get_embedding_provider()
+    # Every twentieth paragraph by title: a spread of the corpus, not one alphabetical corner.
+    ids = list(Document.objects.filter(team=team).order_by("title").values_list("pk", flat=True))[::20][: args.docs]
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print(f"model: {provider.model_id}, sample: {len(ids)} of the team's {Document.objects.filter(team=team).count()} paragraphs")
+    provider.embed(["warm up the model"] * 4)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for _ in range(args.rounds):
+            for graph in (False, True):
+                settings.RAG_GRAPH_ENABLED = graph
+                Chunk.objects.filter(document_id__in=ids).delete()
+                IndexStatus.objects.filter(document_id__in=ids).delete()
+                started = time.perf_counter()
+                chunks = 0
+                for i in range(0, len(ids), 64):
+                    chunks += index_documents(document_ids=ids[i : i + 64], provider=provider).chunks
+                rate = chunks / (time.perf_counter() - started)
+                rates[graph].append(rate)
+                print(f"  graph {'on ' if graph else 'off'}: {chunks} chunks, {rate:.2f} chunks/s", flush=True)
+    finally:
+        # Leave the sample indexed with its graph facts, as bench/twowiki.py left it.
+        settings.RAG_GRAPH_ENABLED = True
+        index_documents(document_ids=ids, provider=provider, force=True)
+    without, with_graph = (sum(rates[g]) / len(rates[g]) for g in (False, True))
+    print(
+        f"indexing without the graph {without:.2f} chunks/s, with it {with_graph:.2f} chunks/s: ratio {with_graph / without:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
