@@ -139,7 +139,7 @@ def main() -> None:
     if args.skip_quality:
         return
     doc_to_corpus = dict(Document.objects.filter(team=team).values_list("pk", "title"))
-    evaluated = [q for q in qrels if q in queries and any(d in {c["_id"] for c in corpus} for d in qrels[q])]
+    evaluated = sorted((q for q in qrels if q in queries and any(d in {c["_id"] for c in corpus} for d in qrels[q])), key=int)
     relevant_scores: list[float] = []
     for mode in args.modes.split(","):
         ndcgs, recalls, latencies = [], [], []
@@ -165,9 +165,12 @@ def main() -> None:
                         best[corpus_id] = max(best.get(corpus_id, -1.0), hit.score)
                 relevant_scores.extend(best.values())
         latencies.sort()
+        # Two halves of the claims (alternate ids): a setting chosen on one half is checked on the other.
+        halves = [ndcgs[0::2], ndcgs[1::2]]
         print(
             f"{mode:8s} nDCG@10 {sum(ndcgs) / len(ndcgs):.4f}  Recall@100 {sum(recalls) / len(recalls):.4f}  "
-            f"({len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)"
+            f"(halves A {sum(halves[0]) / len(halves[0]):.4f} / B {sum(halves[1]) / len(halves[1]):.4f}; "
+            f"{len(evaluated)} queries, in-process p50 {latencies[len(latencies) // 2] * 1000:.1f} ms)"
         )
     if relevant_scores:
         scores = sorted(relevant_scores)

@@ -34,6 +34,8 @@ NEXT_HOP_FRONTIER = 10
 # and by its best-reached entity only: naming many related names is what keyword search already sees.
 MENTION_FACTOR = 0.3
 SAME_DOCUMENT_DECAY = 0.5
+HUB_DISCOUNT = True
+HUB_COUNT_CAP = 200
 
 
 def question_keys(query: str) -> list[str]:
@@ -89,7 +91,7 @@ def _seed_entities(
 
 
 def _spread(
-    scope: SearchScope, model_id: str, seeds: dict[uuid.UUID, float], spread_only: set[uuid.UUID]
+    scope: SearchScope, model_id: str, seeds: dict[uuid.UUID, float], spread_only: set[uuid.UUID], scope_chunks: int = 0
 ) -> dict[uuid.UUID, float]:
     """Scores of the entities reached in up to HOPS hops, each hop through visible relations only.
 
@@ -106,8 +108,9 @@ def _spread(
             # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
             cursor.execute(
                 f"""WITH v AS MATERIALIZED ({scope.sql}),
-                    s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
-                    SELECT n.id, sum(s.score * n.share)
+                    s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score)),
+                    reached AS (
+                    SELECT n.id, sum(s.score * n.share) AS score
                     FROM s, LATERAL (
                         SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
                             SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
@@ -118,8 +121,25 @@ def _spread(
                             JOIN v ON v.id = r.document_id AND v.version = r.document_version
                             WHERE r.target_id = s.id AND r.model_id = %s GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %s) n
-                    GROUP BY n.id""",
-                [*scope.params, ids, weights, model_id, model_id, NEIGHBOURS_PER_ENTITY],
+                    GROUP BY n.id)
+                    SELECT r.id, r.score * CASE WHEN %s THEN ln(1 + %s::float8 / greatest(d.n, 1)) / ln(1 + %s::float8) ELSE 1 END
+                    FROM reached r, LATERAL (
+                        SELECT count(*) AS n FROM (
+                            SELECT 1 FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                            WHERE m.entity_id = r.id AND m.model_id = %s LIMIT %s) z) d""",
+                [
+                    *scope.params,
+                    ids,
+                    weights,
+                    model_id,
+                    model_id,
+                    NEIGHBOURS_PER_ENTITY,
+                    HUB_DISCOUNT,
+                    float(max(scope_chunks, 2)),
+                    float(max(scope_chunks, 2)),
+                    model_id,
+                    HUB_COUNT_CAP,
+                ],
             )
             reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
         frontier = {}
@@ -141,7 +161,13 @@ class GraphRanking(NamedTuple):
 
 
 def graph_ranking(
-    *, scope: SearchScope, query: str, model_id: str, limit: int, seed_chunk_ids: list[int] | None = None
+    *,
+    scope: SearchScope,
+    query: str,
+    model_id: str,
+    limit: int,
+    seed_chunk_ids: list[int] | None = None,
+    scope_chunks: int = 0,
 ) -> GraphRanking:
     """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
 
@@ -155,8 +181,8 @@ def graph_ranking(
     # chose included); the other rankings' documents reach only other documents, never themselves.
     named = {pk: score for pk, score in seeds.items() if pk not in spread_only}
     chosen = {pk: score for pk, score in seeds.items() if pk in spread_only}
-    scores = _spread(scope, model_id, named, set()) if named else {}
-    for pk, score in (_spread(scope, model_id, chosen, spread_only) if chosen else {}).items():
+    scores = _spread(scope, model_id, named, set(), scope_chunks) if named else {}
+    for pk, score in (_spread(scope, model_id, chosen, spread_only, scope_chunks) if chosen else {}).items():
         scores[pk] = scores.get(pk, 0.0) + score
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:

@@ -19,7 +19,7 @@ from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
-from rag.retrieval.fusion import relevance_fusion, spread_documents
+from rag.retrieval.fusion import relevance_fusion, spread_documents, with_document_evidence
 from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
@@ -34,6 +34,7 @@ GRAPH_SEED_CHUNKS = 3
 # How much more the graph weighs when the question names a document by its title (chosen on the
 # train splits: SciFact's claims name no titles, 2WikiMultiHopQA's questions do; docs/benchmarks.md).
 GRAPH_TITLE_BOOST = 8.0
+DOCUMENT_EVIDENCE = 0.0
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 
@@ -110,7 +111,7 @@ def search(
     elif mode == "keyword":
         hits = keyword_hits
     elif mode == "graph":
-        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit).hits
+        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit, scope_chunks=stats.chunks).hits
         lap("graph_ms")
     else:
         rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
@@ -119,16 +120,23 @@ def search(
             # The graph spreads from the question's names and from the best chunks of the other two.
             first = relevance_fusion(rankings, weights=used) if any(used) else []
             seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
-            graph = graph_ranking(scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds)
+            graph = graph_ranking(
+                scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds, scope_chunks=stats.chunks
+            )
             rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
             used.append(hybrid_weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
             lap("graph_ms")
         if not any(used):  # only the graph was weighted, and it is switched off
             used = [1.0] * len(rankings)
-        fused = dict(relevance_fusion(rankings, weights=used))
+        fused_list = relevance_fusion(rankings, weights=used)
+        document_of = dict(Chunk.objects.filter(pk__in=[c for c, _ in fused_list]).values_list("pk", "document_id"))
+        if DOCUMENT_EVIDENCE:
+            fused_list = with_document_evidence(
+                fused_list, rankings, weights=used, document_of=document_of, share=DOCUMENT_EVIDENCE
+            )
+        fused = dict(fused_list)
         order = list(fused)
         if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
-            document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
             order = spread_documents(order, document_of, per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT)
         hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
         lap("fuse_ms")

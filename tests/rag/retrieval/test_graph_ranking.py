@@ -158,3 +158,33 @@ def test_graph_entity_shows_visible_neighbours_and_passages_and_404s_otherwise(c
     assert data["passages"][0]["title"] == "The Organization (Film)"
     assert api_for(cast.charlie).post("graph.entity", {"id": film["id"]}).status_code == 404
     assert api_for(cast.bob).post("graph.entity", {"id": "not-a-uuid"}).json()["error"] == "invalid_query"
+
+
+def test_a_hub_named_everywhere_and_cycles_keep_the_ranking_bounded_and_on_the_answer(cast):
+    # Every page names the hub, the pages name each other in a ring (a cycle), and one chain leads
+    # from the named film to its director.
+    hub = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Acme Studios", text="Acme Studios made films.")
+    pages = [
+        DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title=f"Ring Film {i}",
+            text=f"Ring Film {i} was made at Acme Studios. See Ring Film {(i + 1) % 40} and Ring Film {(i + 39) % 40}.",
+        )
+        for i in range(40)
+    ]
+    film = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Night Train",
+        text="Night Train was made at Acme Studios and directed by Vera Lind.",
+    )
+    director = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Vera Lind", text="Vera Lind died in 1999.")
+    index_documents(document_ids=[d.pk for d in [hub, *pages, film, director]])
+    result = search(user=cast.bob, query="When did the director of Night Train die?", mode="graph", limit=10)
+    found = titles(result)
+    assert found[:2] == ["Night Train", "Vera Lind"], found
+    assert len(result.hits) <= 10
+    ring = search(user=cast.bob, query="What is next to Ring Film 7?", mode="graph", limit=50)
+    assert titles(ring)[0] == "Ring Film 7" and len(ring.hits) <= 50, "a cycle ends: every chunk once, the named page first"
+    assert len({h.chunk_id for h in ring.hits}) == len(ring.hits)
