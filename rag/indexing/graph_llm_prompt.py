@@ -47,7 +47,7 @@ Rules:
   PART_OF (source is a part or component of target), DEPENDS_ON (source needs target), PREREQUISITE (source must come before target),
   USES (source uses target), AUTHORED_BY (source was written or created by target), OWNED_BY (source is owned or run by target),
   LOCATED_IN (source is in target), INSTANCE_OF (source is a kind or an instance of target), RELATED_TO (any other relation the passage states).
-- confidence is a number from 0 to 1: how clearly the passage states the relation.
+- confidence is a number above 0 and at most 1: how clearly the passage states the relation.
 - List only what the passage itself says; leave out pronouns, dates, numbers and generic words. Empty lists are a fine answer."""
 
 
@@ -109,7 +109,9 @@ class _Relation(BaseModel):
     source: str
     target: str
     predicate: Annotated[Predicate, BeforeValidator(_upper)]
-    confidence: float = Field(ge=0.0, le=1.0)
+    # Not 0: a relation stated with no confidence is not stated, and its weight (from the confidence)
+    # would be a zero that graph search divides by.
+    confidence: float = Field(gt=0.0, le=1.0)
 
 
 # Models often fence JSON in markdown although asked not to; the fence is all that is forgiven.

@@ -277,6 +277,7 @@ def test_relations_whose_ends_are_not_the_chunks_entities_are_dropped(cast, grap
             ("Grace Hopper", "RELATED_TO", "Grace Hopper", 0.7),
             ("Grace Hopper", "USES", "UNIVAC", 0.7),
             ("Grace Hopper", "USES", "UNIVAC", "sure"),
+            ("UNIVAC", "PART_OF", "Grace Hopper", 0),
         ],
     )
     doc = document(cast)
@@ -286,6 +287,7 @@ def test_relations_whose_ends_are_not_the_chunks_entities_are_dropped(cast, grap
     assert "an end is not among the chunk's entities" in caplog.text
     assert "an entity related to itself" in caplog.text
     assert "confidence: Input should be a valid number" in caplog.text
+    assert "confidence: Input should be greater than 0" in caplog.text
 
 
 def test_a_transient_error_is_retried_and_the_answer_then_used(cast, graph_llm, settings):
