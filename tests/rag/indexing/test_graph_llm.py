@@ -222,6 +222,14 @@ def test_a_malformed_answer_leaves_the_rules_facts_and_is_not_cached(cast, graph
     assert not GraphExtraction.objects.exists(), "the next indexing asks again"
 
 
+def test_a_malformed_answer_costs_only_its_own_chunk(cast, graph_llm):
+    graph_llm.responses = ["not json", HOPPER_FACTS]
+    first, second = document(cast, HOPPER + " First.", title="First"), document(cast, HOPPER + " Second.", title="Second")
+    index_documents(document_ids=[first.pk, second.pk])
+    assert typed_relations(first) == set()
+    assert ("COBOL compiler", "AUTHORED_BY", "Grace Hopper", 0.9) in typed_relations(second)
+
+
 def test_prose_instead_of_json_leaves_the_rules_facts(cast, graph_llm, caplog):
     graph_llm.response = "Here are the entities: Grace Hopper (a person)."
     doc = document(cast)
