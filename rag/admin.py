@@ -14,7 +14,7 @@ from permissions.admin import TeamAdmin
 from permissions.models import Team
 from rag.indexing.cleanup import cleanup_embeddings
 from rag.indexing.state import job_create, mark_pending
-from rag.models import Chunk, Entity, Feedback, IndexJob, IndexState, IndexStatus, QueryLog, Relation
+from rag.models import Chunk, Entity, Feedback, GraphExtraction, IndexJob, IndexState, IndexStatus, QueryLog, Relation
 from rag.tasks import enqueue_reindex
 
 
@@ -234,3 +234,25 @@ class RelationAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(GraphExtraction)
+class GraphExtractionAdmin(admin.ModelAdmin):
+    """The llm graph extractor's cache: deleting rows makes the next indexing of those texts ask the model again."""
+
+    list_display = ["content_hash", "extractor", "entities", "relations", "created_at"]
+    list_filter = ["extractor"]
+    search_fields = ["=content_hash"]
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in GraphExtraction._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="entities")
+    def entities(self, obj) -> int:
+        return len(obj.facts.get("entities", []))
+
+    @admin.display(description="relations")
+    def relations(self, obj) -> int:
+        return len(obj.facts.get("relations", []))

@@ -183,6 +183,14 @@ class EntityKind(models.TextChoices):
     NAME = "name", "Proper name"
     TOPIC = "topic", "Heading or key phrase"
     CODE = "code", "Code identifier"
+    # Types the `llm` extractor gives (rag.indexing.graph_llm_prompt.EntityType, lower-cased).
+    PERSON = "person", "Person"
+    ORGANIZATION = "organization", "Organization"
+    LOCATION = "location", "Location"
+    PRODUCT = "product", "Product"
+    TECHNOLOGY = "technology", "Technology"
+    CONCEPT = "concept", "Concept"
+    EVENT = "event", "Event"
 
 
 class Entity(models.Model):
@@ -197,7 +205,7 @@ class Entity(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
     key = models.CharField(max_length=200, help_text="Normalised name: case-folded words separated by single spaces.")
     name = models.CharField(max_length=500)
-    kind = models.CharField(max_length=10, choices=EntityKind.choices)
+    kind = models.CharField(max_length=20, choices=EntityKind.choices)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -263,3 +271,27 @@ class Relation(models.Model):
                 name="relation_target_covering",
             ),
         ]
+
+
+class GraphExtraction(models.Model):
+    """What the `llm` graph extractor read from one chunk text, validated: reused wherever that text is indexed again.
+
+    Keyed by the text's hash, not by a chunk or a team: the facts are read from that text alone (one
+    chunk per call), so any document holding the same text may reuse them, as it reuses its vector.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    extractor = models.CharField(max_length=250, help_text="llm-v<prompt version>:<model>; another model or prompt reads again.")
+    content_hash = models.CharField(max_length=64, help_text="The chunk's content_hash (SHA-256 of what was embedded and read).")
+    facts = models.JSONField(
+        help_text='{"entities": [{"name", "type"}], "relations": [{"source", "target", "predicate", "confidence"}]}'
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "graph_llm_extractions"
+        db_table_comment = "Cache of the llm graph extractor's validated answers, by extractor and chunk content hash."
+        constraints = [models.UniqueConstraint(fields=["extractor", "content_hash"], name="unique_extraction_per_text")]
+
+    def __str__(self) -> str:
+        return f"{self.extractor} {self.content_hash[:12]}"

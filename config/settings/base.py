@@ -332,6 +332,16 @@ RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
+# Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations
+# (one call per new chunk text, cached; at most RAG_GRAPH_LLM_MAX_CALLS calls per indexing batch, the
+# rest of the batch gets the rules' facts only; 0: cached answers only).
+RAG_GRAPH_EXTRACTOR = env("RAG_GRAPH_EXTRACTOR", default="rules")
+if RAG_GRAPH_EXTRACTOR not in {"rules", "llm"}:
+    raise ImproperlyConfigured(f"RAG_GRAPH_EXTRACTOR must be rules or llm, got {RAG_GRAPH_EXTRACTOR!r}")
+RAG_GRAPH_LLM_MODEL = env("RAG_GRAPH_LLM_MODEL", default="")  # empty: RAG_LLM_MODEL
+if RAG_GRAPH_EXTRACTOR == "llm" and not (RAG_GRAPH_LLM_MODEL or RAG_LLM_MODEL):
+    raise ImproperlyConfigured("RAG_GRAPH_EXTRACTOR=llm needs a model: set RAG_GRAPH_LLM_MODEL (or RAG_LLM_MODEL)")
+RAG_GRAPH_LLM_MAX_CALLS = _positive_int("RAG_GRAPH_LLM_MAX_CALLS", 100, minimum=0)
 # A page of hybrid results holds at most this many chunks of one document before other documents' (0: no limit).
 RAG_MAX_CHUNKS_PER_DOCUMENT = _positive_int("RAG_MAX_CHUNKS_PER_DOCUMENT", 3, minimum=0)
 _weights = env.list("RAG_HYBRID_WEIGHTS", default=["2.0", "1.0", "1.0"])

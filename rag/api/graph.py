@@ -14,7 +14,10 @@ from rag.retrieval.explore import entity_get, entity_list
 class EntityOutput(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
-    kind = serializers.CharField(help_text="document (a title), name, topic or code.")
+    kind = serializers.CharField(
+        help_text="document (a title), name, topic or code; with the llm extractor also person, organization, location, "
+        "product, technology, concept or event."
+    )
     mentions = serializers.IntegerField(help_text="Chunks you can read that name it.")
     documents = serializers.IntegerField(help_text="Documents you can read that name it.")
 

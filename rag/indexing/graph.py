@@ -157,7 +157,7 @@ def read_chunk(
     return facts
 
 
-def _entities_by_key(team_id: uuid.UUID, wanted: dict[str, tuple[str, str]]) -> dict[str, uuid.UUID]:
+def entities_by_key(team_id: uuid.UUID, wanted: dict[str, tuple[str, str]]) -> dict[str, uuid.UUID]:
     """Entity ids for these keys (key -> (name, kind)), created when missing; a title upgrades a name's kind."""
     if not wanted:
         return {}
@@ -194,7 +194,7 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
     wanted = {key: (name, kind) for facts in per_chunk for key, (name, kind, _) in facts.mentions.items()}
     if own_name:
         wanted[own_key] = (own_name, EntityKind.DOCUMENT)
-    entity = _entities_by_key(document.team_id, wanted)
+    entity = entities_by_key(document.team_id, wanted)
     mentions: list[Mention] = []
     relations: list[Relation] = []
     for chunk, facts in zip(chunks, per_chunk, strict=True):
@@ -251,7 +251,7 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
         candidates = [row for row in cursor.fetchall() if f" {key} " in f" {entity_key(row[1])} "]
     if not candidates:
         return 0
-    target = _entities_by_key(document.team_id, {key: (document.title, EntityKind.DOCUMENT)})[key]
+    target = entities_by_key(document.team_id, {key: (document.title, EntityKind.DOCUMENT)})[key]
     subjects = dict(
         Mention.objects.filter(chunk_id__in=[c[0] for c in candidates], subject=True).values_list("chunk_id", "entity_id")
     )

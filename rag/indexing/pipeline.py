@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -14,6 +16,7 @@ from django.db.models import F
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
 from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
+from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
 from rag.indexing.keyword_postings import refresh_search_vectors, refresh_title
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
@@ -21,6 +24,9 @@ from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
 from rag.retrieval.vector_index import ensure_vector_index
+
+if TYPE_CHECKING:
+    from rag.indexing.graph_llm_prompt import StoredFacts
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +82,7 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
     chunks are then swapped in its own transaction, guarded by its version.
     """
     provider = provider or get_embedding_provider()
+    extractor = llm_extractor()
     model_id = provider.model_id
     document_ids = list(dict.fromkeys(uuid.UUID(str(pk)) for pk in document_ids))
     ensure_vector_index(model_id, provider.dimension)
@@ -137,12 +144,22 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
         return result
     known.update(zip(missing.keys(), vectors, strict=False))
     result.embedded += len(missing)
+    # Like the embedder, the graph's model reads the new texts before any swap holds a transaction.
+    llm_facts = (
+        extractor.extract(
+            ChunkToRead(h, text, f"document {document.pk} chunk {chunk.index}")
+            for document, chunks, inputs, hashes in planned
+            for chunk, text, h in zip(chunks, inputs, hashes, strict=True)
+        )
+        if extractor
+        else {}
+    )
 
     graphs: dict[uuid.UUID, TeamGraph] = {}
     for document, chunks, _, hashes in planned:
         if settings.RAG_GRAPH_ENABLED and document.team_id not in graphs:
             graphs[document.team_id] = team_graph(document.team_id, model_id)
-        if swap_chunks(document, chunks, hashes, known, model_id, graphs.get(document.team_id)):
+        if swap_chunks(document, chunks, hashes, known, model_id, graphs.get(document.team_id), llm_facts):
             result.indexed.append(document.pk)
             result.chunks += len(chunks)
         else:
@@ -158,6 +175,7 @@ def swap_chunks(
     vectors: dict,
     model_id: str,
     graph: TeamGraph | None = None,
+    llm_facts: Mapping[str, StoredFacts] | None = None,
 ) -> bool:
     """Replace the document's chunks (and their keyword postings and graph facts) for `model_id`; False if it changed since it was read."""
     # The row lock orders concurrent swaps of one document; the version check drops a stale one
@@ -195,6 +213,8 @@ def swap_chunks(
     if settings.RAG_GRAPH_ENABLED:
         graph = graph or team_graph(document.team_id, model_id)
         write_document_facts(document=document, chunks=rows, matcher=graph.matcher)
+        if llm_facts:
+            write_llm_facts(document=document, chunks=rows, facts=llm_facts)
         # Chunks indexed before this document existed could not know its title: link those that name it.
         if first_index and graph.oldest_chunk is not None and graph.oldest_chunk < document.created_at:
             link_title_mentions(document=document, model_id=model_id, chunks_before=document.created_at)
@@ -215,3 +235,4 @@ def title_changed(document_id: uuid.UUID) -> None:
     document = Document.objects.filter(pk=document_id, deleted_at__isnull=True).first()
     if document is not None and settings.RAG_GRAPH_ENABLED:
         rename_document_entity(document=document, model_id=settings.RAG_EMBEDDING_MODEL)
+        rewrite_cached_facts(document=document, model_id=settings.RAG_EMBEDDING_MODEL)

@@ -56,8 +56,9 @@ class FakeLLM:
     """Answers and reranks deterministically.
 
     By default it answers with the sentence of each of the first two passages that shares most words
-    with the question, citing it, streamed a few characters at a time. Tests script it with `response`
-    (exact text) and `failures` (errors raised by the next calls); every call's messages are recorded.
+    with the question, citing it, streamed a few characters at a time. Tests script it with `responses`
+    (the texts of the next calls, in order), `response` (the text of every call after those) and
+    `failures` (errors raised by the next calls); every call's messages are recorded.
     RAG_FAKE_LLM_DELAY (seconds per piece) lets a server test watch tokens arrive one by one.
     """
 
@@ -68,6 +69,7 @@ class FakeLLM:
     def reset(self) -> None:
         self.calls: list[list[Message]] = []
         self.rerank_calls: list[tuple[str, list[str]]] = []
+        self.responses: list[str] = []
         self.response: str | None = None
         self.failures: list[ProviderError] = []
         self.fail_after: int | None = None  # raise a transient error after this many pieces
@@ -77,7 +79,10 @@ class FakeLLM:
         self.calls.append(messages)
         if self.failures:
             raise self.failures.pop(0)
-        text = self.response if self.response is not None else self._answer(messages[-1]["content"])
+        if self.responses:
+            text = self.responses.pop(0)
+        else:
+            text = self.response if self.response is not None else self._answer(messages[-1]["content"])
         for count, start in enumerate(range(0, len(text), 4)):
             if self.fail_after is not None and count >= self.fail_after:
                 raise TransientProviderError("fake failure mid-stream")

@@ -1,4 +1,4 @@
-"""The answer model and the optional reranker chosen by RAG_LLM_PROVIDER, RAG_LLM_MODEL and RAG_RERANK_MODEL."""
+"""The answer model, the optional reranker and the graph extractor's model, chosen by RAG_LLM_PROVIDER and their model settings."""
 
 from __future__ import annotations
 
@@ -29,3 +29,11 @@ def get_llm() -> LLMClient | None:
 
 def get_reranker() -> Reranker | None:
     return _client(settings.RAG_RERANK_MODEL) if settings.RAG_RERANK_MODEL else None
+
+
+def get_graph_llm() -> LLMClient:
+    """The model the `llm` graph extractor asks: RAG_GRAPH_LLM_MODEL, else RAG_LLM_MODEL."""
+    model = settings.RAG_GRAPH_LLM_MODEL or settings.RAG_LLM_MODEL
+    if not model:
+        raise ImproperlyConfigured("RAG_GRAPH_EXTRACTOR=llm needs a model: set RAG_GRAPH_LLM_MODEL (or RAG_LLM_MODEL)")
+    return _client(model)

@@ -13,10 +13,14 @@ _STOPWORDS = frozenset(
 )
 
 
+def normalised_text(text: str) -> str:
+    """Text in the form keys are matched in: NFKC, case-folded, words split on anything not a letter or digit."""
+    return " ".join(_NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
 def entity_key(name: str) -> str:
-    """The normalised form names are matched by: NFKC, case-folded, words split on anything not a letter or digit."""
-    words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).casefold()).split()
-    return " ".join(words)[:MAX_KEY_LENGTH].strip()
+    """The normalised form names are matched by (`normalised_text`, bounded)."""
+    return normalised_text(name)[:MAX_KEY_LENGTH].strip()
 
 
 def is_meaningful_key(key: str) -> bool:

@@ -80,6 +80,8 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
         ("RAG_FAKE_LLM_DELAY", "-1", "RAG_FAKE_LLM_DELAY must be between"),
         ("DATABASE_CONN_MAX_AGE", "forever", "DATABASE_CONN_MAX_AGE has an invalid value"),
         ("DEBUG", "perhaps", "DEBUG must be true or false"),
+        ("RAG_GRAPH_EXTRACTOR", "spacy", "RAG_GRAPH_EXTRACTOR must be rules or llm, got 'spacy'"),
+        ("RAG_GRAPH_LLM_MAX_CALLS", "-1", "RAG_GRAPH_LLM_MAX_CALLS must be at least 0"),
     ],
 )
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
@@ -87,6 +89,18 @@ def test_a_bad_value_stops_start_up_naming_the_variable(module, name, value, mes
     result = run_python(IMPORT_SCRIPT, args=(module,), env=embedded_env(tmp_path / "pg", **{name: value}))
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
+def test_the_llm_graph_extractor_without_a_model_stops_start_up(module, tmp_path):
+    result = run_python(
+        IMPORT_SCRIPT,
+        args=(module,),
+        env=embedded_env(tmp_path / "pg", RAG_GRAPH_EXTRACTOR="llm"),
+        unset=("RAG_GRAPH_LLM_MODEL", "RAG_LLM_MODEL"),
+    )
+    assert result.returncode != 0
+    assert "RAG_GRAPH_EXTRACTOR=llm needs a model: set RAG_GRAPH_LLM_MODEL (or RAG_LLM_MODEL)" in result.stderr
 
 
 def test_production_rejects_a_bad_cookie_setting_by_name(tmp_path):
