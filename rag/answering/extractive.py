@@ -9,7 +9,7 @@ import snowballstemmer
 
 from rag.answering.citations import CITATION
 from rag.answering.passages import Fact, Passage
-from rag.retrieval.names import entity_key
+from rag.retrieval.names import entity_key, normalised_text
 
 INSUFFICIENT_ANSWER = "There is not enough information in the documents you can read to answer this question."
 EXTRACTIVE_INTRO = "From your documents:"
@@ -59,7 +59,7 @@ def _sentences(text: str) -> list[str]:
 def _naming(sentences: list[str], name: str) -> str | None:
     """The first sentence that names `name` (as the graph matched it: normalised, on word boundaries)."""
     key = entity_key(name)
-    return next((s for s in sentences if key and f" {key} " in f" {entity_key(s)} "), None)
+    return next((s for s in sentences if key and f" {key} " in f" {normalised_text(s)} "), None)
 
 
 def extractive_answer(

@@ -29,7 +29,7 @@ from django.db.models import Count, Max, Min
 from documents.models import Document
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
 from rag.retrieval.keyword import TEXT_SEARCH_CONFIG
-from rag.retrieval.names import entity_key, is_meaningful_key
+from rag.retrieval.names import entity_key, is_meaningful_key, normalised_text
 
 MAX_NAME_LENGTH = 500
 # Bounds that keep one chunk from writing an unbounded number of facts (a page of links, a hub).
@@ -85,7 +85,7 @@ class TitleMatcher:
     def find(self, text: str) -> Counter[str]:
         if not self.titles:
             return Counter()
-        return Counter(key for _, key in self._automaton.iter(f" {entity_key(text)} "))
+        return Counter(key for _, key in self._automaton.iter(f" {normalised_text(text)} "))
 
 
 _matchers: dict[uuid.UUID, tuple[tuple, TitleMatcher]] = {}
@@ -248,7 +248,7 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
                LIMIT %s""",
             [TEXT_SEARCH_CONFIG, document.title, model_id, document.pk, document.team_id, created_before, MAX_LINK_CANDIDATES],
         )
-        candidates = [row for row in cursor.fetchall() if f" {key} " in f" {entity_key(row[1])} "]
+        candidates = [row for row in cursor.fetchall() if f" {key} " in f" {normalised_text(row[1])} "]
     if not candidates:
         return 0
     target = entities_by_key(document.team_id, {key: (document.title, EntityKind.DOCUMENT)})[key]

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from rag.retrieval.hits import Hit
-from rag.retrieval.names import entity_key, is_meaningful_key
+from rag.retrieval.names import is_meaningful_key, normalised_text
 from rag.retrieval.visibility import SearchScope
 
 MAX_NAME_WORDS = 8
@@ -40,7 +40,7 @@ HUB_COUNT_CAP = 200
 
 def question_keys(query: str) -> list[str]:
     """Every run of up to MAX_NAME_WORDS words of the normalised question: the names it might contain."""
-    words = entity_key(query).split()
+    words = normalised_text(query).split()
     keys = {" ".join(words[i : i + n]) for n in range(1, MAX_NAME_WORDS + 1) for i in range(len(words) - n + 1)}
     return [key for key in keys if is_meaningful_key(key)]
 

@@ -47,6 +47,12 @@ def test_the_rules_read_titles_links_names_code_and_headings():
     assert "deploying" not in facts.mentions, "a document does not mention itself"
 
 
+def test_a_title_is_found_anywhere_in_a_long_chunk_not_only_at_its_start():
+    text = "Filler words about other things. " * 60 + "The Release Train leaves at noon."
+    facts = read_chunk(text, [], own_key="x", matcher=matcher("Release Train"), linked_titles={})
+    assert facts.mentions["release train"][1] == EntityKind.DOCUMENT
+
+
 def test_a_proper_name_never_spans_lines():
     facts = read_chunk("# Deploying the API\n\nDeployments run daily.", [], own_key="x", matcher=matcher(), linked_titles={})
     assert all("\n" not in name for name, _, _ in facts.mentions.values())
