@@ -261,6 +261,11 @@ def explore(page, server, wiki):
     # A link with no entity id in it says so, and the page still works.
     page.goto(f"{server.url}/graph?entity=not-an-id")
     expect(page.locator("#error")).to_have_text("This link does not name an entity.")
+
+    # So does a lost connection.
+    page.route("**/api/graph.entity", lambda route: route.abort())
+    page.locator("#entities button.entity").first.click()
+    expect(page.locator("#error")).to_have_text("The connection to the server was lost. Please try again.")
     assert page.evaluate("() => window.__cspViolations") == []
 
 
