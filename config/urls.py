@@ -7,7 +7,7 @@ from rest_framework.permissions import AllowAny
 from config.health import health
 from documents.pages import document_original, document_page, import_page
 from permissions.pages import login_page, logout_page
-from rag.pages import ask_page
+from rag.pages import ask_page, graph_page
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="rag", permanent=False)),
@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", health),
     path("rag", ask_page, name="rag"),
+    path("graph", graph_page, name="graph"),
     path("doc/<uuid:document_id>", document_page, name="document"),
     path("doc/<uuid:document_id>/original", document_original, name="document-original"),
     path("import", import_page, name="import"),

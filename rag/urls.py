@@ -10,4 +10,5 @@ urlpatterns = [
     path("rag.feedback", answer.RagFeedbackApi.as_view()),
     path("graph.entities", graph.GraphEntitiesApi.as_view()),
     path("graph.entity", graph.GraphEntityApi.as_view()),
+    path("graph.passage", graph.GraphPassageApi.as_view()),
 ]

@@ -1,6 +1,9 @@
-"""graph.entities and graph.entity: explore the knowledge graph, through the viewer's visible documents."""
+"""graph.entities, graph.entity and graph.passage: explore the knowledge graph, through the viewer's visible documents."""
 
 from __future__ import annotations
+
+import re
+import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -8,7 +11,7 @@ from rest_framework.response import Response
 
 from config.rpc import PaginationOutput, envelope, respond
 from rag.api.base import RagApi, StrictInt
-from rag.retrieval.explore import entity_get, entity_list
+from rag.retrieval.explore import entity_get, entity_list, passage_get
 
 
 class EntityOutput(serializers.Serializer):
@@ -79,3 +82,42 @@ class GraphEntityApi(RagApi):
     def post(self, request):
         data = self.validated(request)
         return respond(EntityDetailOutput, entity_get(user=request.user, entity_id=data["id"], limit=data["limit"]))
+
+
+class ChunkRefField(serializers.CharField):
+    """A passage as clients see it, `<documentId>:<version>:<chunkIndex>`, read into its three parts."""
+
+    pattern = re.compile(
+        r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):([0-9]{1,9}):([0-9]{1,9})", re.IGNORECASE
+    )
+
+    def to_internal_value(self, data):
+        match = self.pattern.fullmatch(super().to_internal_value(data))
+        if match is None:
+            raise serializers.ValidationError("must be a passage id, `<documentId>:<version>:<chunkIndex>`.")
+        return uuid.UUID(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+class PassageOutput(serializers.Serializer):
+    chunkId = serializers.CharField(source="chunk", help_text="`<documentId>:<version>:<chunkIndex>`.")
+    documentId = serializers.UUIDField(source="document_id")
+    title = serializers.CharField()
+    version = serializers.IntegerField()
+    chunkIndex = serializers.IntegerField(source="chunk_index")
+    start = serializers.IntegerField(help_text="Where the passage starts in that version's text (characters).")
+    end = serializers.IntegerField()
+    text = serializers.CharField()
+
+
+class GraphPassageApi(RagApi):
+    """The passage a relation was read from (a neighbour's `chunkId`), with where it sits in its document."""
+
+    class Input(serializers.Serializer):
+        chunkId = ChunkRefField(max_length=100)
+
+    @extend_schema(responses=envelope(PassageOutput))
+    def post(self, request):
+        document_id, version, chunk_index = self.validated(request)["chunkId"]
+        return respond(
+            PassageOutput, passage_get(user=request.user, document_id=document_id, version=version, chunk_index=chunk_index)
+        )

@@ -1,4 +1,5 @@
-"""Exploring the knowledge graph: find entities by name, and one entity's neighbours and passages.
+"""Exploring the knowledge graph: find entities by name, one entity's neighbours and passages, and the
+passage a relation was read from.
 
 Every count, neighbour, relation and passage is read through the viewer's visible documents (the
 same compiled scope as search): an entity with no visible mention does not exist for the viewer.
@@ -45,6 +46,15 @@ class Passage:
     title: str
     chunk_index: int
     text: str
+
+
+@dataclass(frozen=True)
+class PassageAt(Passage):
+    """A passage with where it sits in its document's text, so a link can highlight it."""
+
+    version: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -136,3 +146,32 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
             for doc, version, index, title, text in cursor.fetchall()
         ]
     return EntityDetail(entity=found[0], neighbours=neighbours, passages=passages)
+
+
+def passage_get(*, user: User, document_id: uuid.UUID, version: int, chunk_index: int) -> PassageAt:
+    """A relation's passage by its `chunk_ref` parts: 404 unless it is in the current version of a document the viewer may read."""
+    scope = search_scope(user=user, document_id=document_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH v AS MATERIALIZED ({scope.sql})
+                SELECT d.title, e.chunk_text, e.start_offset, e.end_offset
+                FROM document_embeddings e
+                JOIN v ON v.id = e.document_id AND v.version = e.document_version
+                JOIN documents_document d ON d.id = e.document_id
+                WHERE e.document_id = %s AND e.document_version = %s AND e.chunk_index = %s AND e.model_id = %s""",
+            [*scope.params, document_id, version, chunk_index, settings.RAG_EMBEDDING_MODEL],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("Passage not found.")
+    title, text, start, end = row
+    return PassageAt(
+        chunk=chunk_ref(document_id, version, chunk_index),
+        document_id=document_id,
+        title=title,
+        chunk_index=chunk_index,
+        text=text,
+        version=version,
+        start=start,
+        end=end,
+    )

@@ -1,8 +1,11 @@
-"""The /rag page (Django test client; tests/rag/test_rag_page_browser.py drives it in Chromium)."""
+"""The /rag and /graph pages (Django test client; tests/rag/test_rag_page_browser.py and test_graph_page_browser.py
+drive them in Chromium)."""
 
 from __future__ import annotations
 
 import re
+
+from django.contrib.staticfiles import finders
 
 
 def test_the_pages_need_a_signed_in_user(client, corpus):
@@ -22,3 +25,38 @@ def test_the_rag_page_has_a_question_box_examples_and_a_strict_csp(signed_in, ca
     assert "default-src 'none'" in csp and "img-src 'self'" in csp and "unsafe-inline" not in csp
     assert f'<script nonce="{nonce}">' in html and html.count("<script") == 1
     assert signed_in(cast.alice).get("/rag").content.decode().count("Private") == 1
+
+
+def test_the_graph_page_needs_a_signed_in_user(client, cast):
+    response = client.get("/graph?entity=7")
+    assert response.status_code == 302 and response["Location"].startswith("/login?next=/graph")
+
+
+def test_the_graph_page_loads_the_vendored_cytoscape_under_a_strict_csp(signed_in, cast):
+    response = signed_in(cast.bob).get("/graph")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="query"' in html and 'id="graph"' in html and 'id="neighbours"' in html
+    csp = response["Content-Security-Policy"]
+    nonce = re.search(r"'nonce-([^']+)'", csp).group(1)
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert f'<script nonce="{nonce}" src="/static/rag/vendor/cytoscape/cytoscape.min.js"></script>' in html
+    assert html.count("<script") == html.count(f'<script nonce="{nonce}"') == 2
+    # Cytoscape adds a <style> of its own unless this one (with the nonce) is already in the page.
+    assert f'<style nonce="{nonce}" id="__________cytoscape_stylesheet">' in html
+    assert "Heading or key phrase" in html, "the legend names the kinds of entities"
+
+
+def test_the_graph_page_takes_only_get(signed_in, cast):
+    assert signed_in(cast.bob).post("/graph").status_code == 405
+
+
+def test_the_vendored_cytoscape_and_its_licence_are_served_from_the_static_files(client):
+    script = client.get("/static/rag/vendor/cytoscape/cytoscape.min.js")
+    assert script.status_code == 200 and script["Content-Type"].startswith("text/javascript")
+    assert b"cytoscape" in b"".join(script.streaming_content)[:2000]
+    assert finders.find("rag/vendor/cytoscape/LICENSE")
+    licence = client.get("/static/rag/vendor/cytoscape/LICENSE")
+    assert licence.status_code == 200
+    text = b"".join(licence.streaming_content).decode()
+    assert "The Cytoscape Consortium" in text and "Permission is hereby granted, free of charge" in text
