@@ -53,7 +53,7 @@ class RequestIdFilter(logging.Filter):
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    return request.path.startswith("/api/") or request.path == "/mcp"
 
 
 def _is_json(response: HttpResponseBase) -> bool:

@@ -72,13 +72,18 @@ def respond(output: SerializerClass, instance: Any, *, many: bool = False) -> Re
     return Response(envelope(output, many=many)({"data": instance}).data)
 
 
-def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, offset: int) -> Response:
+def page_body(output: SerializerClass, queryset: QuerySet, *, limit: int, offset: int) -> dict[str, Any]:
     """One page of `queryset` in `data`; `pagination.total` counts every match, not the page."""
     body = {
         "data": queryset[offset : offset + limit],
         "pagination": {"limit": limit, "offset": offset, "total": queryset.count()},
     }
-    return Response(paginated_envelope(output)(body).data)
+    return paginated_envelope(output)(body).data
+
+
+def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, offset: int) -> Response:
+    """`page_body` as the response."""
+    return Response(page_body(output, queryset, limit=limit, offset=offset))
 
 
 # JSON's type for each kind of input field: DRF would turn 123 into "123" or "1" into True; the API refuses.

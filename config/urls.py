@@ -7,6 +7,7 @@ from rest_framework.permissions import AllowAny
 from config.health import health
 from documents.pages import document_original, document_page, import_page
 from permissions.pages import login_page, logout_page
+from rag.mcp.views import McpApi
 from rag.pages import ask_page, graph_page
 
 urlpatterns = [
@@ -22,6 +23,7 @@ urlpatterns = [
     path("import", import_page, name="import"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),
+    path("mcp", McpApi.as_view(), name="mcp"),
     path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),
     path("api/", include("permissions.urls")),

@@ -23,6 +23,8 @@ class RagApi(RpcApi):
 
 
 class QueryField(serializers.CharField):
+    MIN_LENGTH = 3  # the longest is RAG_MAX_QUERY_LENGTH
+
     def __init__(self, **kwargs):
         super().__init__(trim_whitespace=True, **kwargs)
 
@@ -30,8 +32,8 @@ class QueryField(serializers.CharField):
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string.")
         value = super().to_internal_value(data)
-        if len(value) < 3:
-            raise serializers.ValidationError("must be at least 3 characters.")
+        if len(value) < self.MIN_LENGTH:
+            raise serializers.ValidationError(f"must be at least {self.MIN_LENGTH} characters.")
         if len(value) > settings.RAG_MAX_QUERY_LENGTH:
             raise serializers.ValidationError(f"must be at most {settings.RAG_MAX_QUERY_LENGTH} characters.")
         if "\x00" in value:

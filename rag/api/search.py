@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from config.errors import EmbeddingUnavailable, Forbidden
 from config.rpc import envelope, respond
 from documents.selectors import document_get
+from permissions.models import User
 from permissions.policy import can_write_document
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
 from rag.indexing.state import mark_pending
@@ -88,35 +90,40 @@ class RagSearchApi(RagApi):
 
     @extend_schema(responses=RagSearchResponse)
     def post(self, request):
-        data = self.validated(request)
-        arguments = {
-            "user": request.user,
-            "query": data["query"],
-            "limit": data["limit"],
-            "threshold": data.get("threshold"),
-            "collection_id": data.get("collectionId"),
-            "document_id": data.get("documentId"),
-            "weights": tuple(data["weights"]) if data.get("weights") else None,
-        }
-        degraded = False
-        try:
-            result = search(mode=data["mode"], **arguments)
-        except EmbeddingUnavailable:
-            if data["mode"] != "hybrid":
-                raise
-            # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
-            logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
-            result, degraded = search(mode="keyword", **arguments), True
-        ranked = result.ranked(include_text=data["includeContext"])
-        logger.info(
-            "rag.search mode=%s results=%d latency=%s%s",
-            data["mode"],
-            len(ranked),
-            result.latency,
-            f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
-        )
-        body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
-        return Response(RagSearchResponse(body).data)
+        return Response(search_body(user=request.user, data=self.validated(request)))
+
+
+def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
+    """rag.search's response body for its validated input (`RagSearchApi.Input`); the MCP search tool's too."""
+    arguments = {
+        "user": user,
+        "query": data["query"],
+        "limit": data["limit"],
+        "threshold": data.get("threshold"),
+        "collection_id": data.get("collectionId"),
+        "document_id": data.get("documentId"),
+        "weights": tuple(data["weights"]) if data.get("weights") else None,
+    }
+    degraded = False
+    try:
+        result = search(mode=data["mode"], **arguments)
+    except EmbeddingUnavailable:
+        if data["mode"] != "hybrid":
+            raise
+        # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
+        logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
+        result, degraded = search(mode="keyword", **arguments), True
+    ranked = result.ranked(include_text=data["includeContext"])
+    logger.info(
+        "rag.search mode=%s results=%d latency=%s%s",
+        data["mode"],
+        len(ranked),
+        result.latency,
+        f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
+    )
+    body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
+    # cast: the stubs read `.data` as the declared field named data (see RagSearchResponse), not the rendered body.
+    return cast(dict[str, Any], RagSearchResponse(body).data)
 
 
 class RagStatusOutput(serializers.Serializer):

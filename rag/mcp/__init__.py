@@ -1,0 +1,1 @@
+"""/mcp: the Model Context Protocol endpoint for AI agents (views -> server -> tools -> the API's services)."""

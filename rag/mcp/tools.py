@@ -1,0 +1,259 @@
+"""The tools /mcp offers agents, each one of the API's endpoints under another name.
+
+A tool takes its endpoint's body as arguments, validated by that endpoint's own input serializer
+(the same rules and messages), makes the same selector or service call as the endpoint, as the
+token's user, and answers with the endpoint's output serializer: a tool's result is the endpoint's
+response body. Failures are the API's `ApplicationError`s, which the server turns into tool errors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.conf import settings
+from rest_framework import serializers
+from rest_framework.fields import empty
+
+from config.errors import ApplicationError, InvalidQuery, RagDisabled, ValidationFailed
+from config.exceptions import first_message
+from config.rpc import SerializerClass, check_json_types, envelope, page_body
+from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
+from documents.selectors import collection_list, document_get, source_of
+from permissions.models import User
+from rag.answering.answer import answer_complete
+from rag.answering.passages import retrieve
+from rag.api.answer import AnswerOutput, RagAnswerApi
+from rag.api.base import QueryField, StrictInt
+from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
+from rag.api.search import RagSearchApi, search_body
+from rag.retrieval.explore import entity_get, entity_list
+
+# read_document returns at most this many characters at a time (an agent pages through longer texts).
+READ_MAX_CHARS = 50_000
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    input: SerializerClass
+    arguments: Mapping[str, str]  # each argument's description, for the agent
+    run: Callable[[User, dict[str, Any]], dict[str, Any]]
+    input_error: type[ApplicationError] = InvalidQuery
+    rag: bool = True  # off with RAG_ENABLED=false, as the rag.* and graph.* endpoints are
+
+    def input_schema(self) -> dict[str, Any]:
+        """The arguments as JSON Schema, read from the input serializer so the schema and the validation agree."""
+        fields = self.input().fields
+        return {
+            "type": "object",
+            "properties": {name: {**_field_schema(field), "description": self.arguments[name]} for name, field in fields.items()},
+            "required": [name for name, field in fields.items() if field.required],
+            "additionalProperties": False,
+        }
+
+    def validated(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        serializer = self.input(data=arguments)
+        unknown = sorted(set(arguments) - set(serializer.fields))
+        if unknown:
+            raise self.input_error(f"{unknown[0]}: no such argument; {self.name} takes {', '.join(serializer.fields)}.")
+        try:
+            check_json_types(serializer, arguments)
+            serializer.is_valid(raise_exception=True)
+        except serializers.ValidationError as exc:
+            raise self.input_error(first_message(exc.detail)) from exc
+        return serializer.validated_data
+
+
+def _field_schema(field: serializers.Field) -> dict[str, Any]:
+    schema: dict[str, Any]
+    if isinstance(field, serializers.ChoiceField):
+        schema = {"type": "string", "enum": list(field.choices)}
+    elif isinstance(field, serializers.BooleanField):
+        schema = {"type": "boolean"}
+    elif isinstance(field, (serializers.IntegerField, serializers.FloatField)):
+        schema = {"type": "integer" if isinstance(field, serializers.IntegerField) else "number"}
+        schema.update(
+            {key: value for key, value in (("minimum", field.min_value), ("maximum", field.max_value)) if value is not None}
+        )
+    elif isinstance(field, serializers.UUIDField):
+        schema = {"type": "string", "format": "uuid"}
+    elif isinstance(field, QueryField):
+        schema = {"type": "string", "minLength": QueryField.MIN_LENGTH, "maxLength": settings.RAG_MAX_QUERY_LENGTH}
+    elif isinstance(field, serializers.CharField):
+        schema = {"type": "string"}
+        schema.update({key: value for key, value in (("minLength", field.min_length), ("maxLength", field.max_length)) if value})
+    elif isinstance(field, serializers.ListField):
+        schema = {"type": "array", "items": _field_schema(field.child)}
+        schema.update({key: value for key, value in (("minItems", field.min_length), ("maxItems", field.max_length)) if value})
+    else:
+        raise TypeError(f"No JSON Schema for {type(field).__name__}")
+    if field.default is not empty and not callable(field.default):
+        schema["default"] = field.default
+    return schema
+
+
+def call(name: str, *, user: User, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Run tool `name` for `user`; raises `ApplicationError` as its endpoint would."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise InvalidQuery(f"No tool named {name!r}; the tools are {', '.join(TOOLS)}.")
+    if tool.rag and not settings.RAG_ENABLED:
+        raise RagDisabled("RAG is disabled on this server (RAG_ENABLED=false).")
+    return tool.run(user, tool.validated(arguments))
+
+
+def _search(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    return search_body(user=user, data=data)
+
+
+class AnswerInput(RagAnswerApi.Input):
+    # A tool's result is one message: the answer comes whole. (DRF drops a field set to None in a subclass.)
+    stream = None  # type: ignore[assignment]
+
+
+def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    retrieval = retrieve(
+        user=user,
+        query=data["query"],
+        limit=data["limit"],
+        collection_id=data.get("collectionId"),
+        document_id=data.get("documentId"),
+        started=started,
+    )
+    return envelope(AnswerOutput)({"data": answer_complete(user=user, retrieval=retrieval)}).data
+
+
+class ReadDocumentInput(IdInput):
+    offset = StrictInt(min_value=0, default=0)
+    maxChars = StrictInt(min_value=1, max_value=READ_MAX_CHARS, default=READ_MAX_CHARS)
+
+
+def _read_document(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    document = document_get(user=user, document_id=data["id"])
+    document.source = source_of(document=document)  # type: ignore[attr-defined]  # as documents.info shows it
+    body = envelope(DocumentInfoOutput)({"data": document}).data
+    text, offset = body["data"]["text"], data["offset"]
+    body["data"].update(text=text[offset : offset + data["maxChars"]], textOffset=offset, textLength=len(text))
+    return body
+
+
+def _list_collections(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    return page_body(CollectionOutput, collection_list(user=user), limit=data["limit"], offset=data["offset"])
+
+
+def _find_entities(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    entities, total = entity_list(user=user, query=data["query"], limit=data["limit"], offset=data["offset"])
+    body = {"data": entities, "pagination": {"limit": data["limit"], "offset": data["offset"], "total": total}}
+    # cast: the stubs read `.data` as the declared field named data, not the rendered body.
+    return cast(dict[str, Any], GraphEntitiesResponse(body).data)
+
+
+def _get_entity(user: User, data: dict[str, Any]) -> dict[str, Any]:
+    return envelope(EntityDetailOutput)({"data": entity_get(user=user, entity_id=data["id"], limit=data["limit"])}).data
+
+
+_QUERY = "The question or search words, in plain language."
+_COLLECTION = "Only passages of this collection (an id from list_collections)."
+_DOCUMENT = "Only passages of this document."
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            name="search",
+            title="Search the knowledge base",
+            description="Rank the passages of the documents you may read for a query, best first. Each hit has its "
+            "document (id, title, url), score, the passage text (context) and chunkIndex. The same as POST /api/rag.search.",
+            input=RagSearchApi.Input,
+            arguments={
+                "query": _QUERY,
+                "limit": "How many passages to return.",
+                "threshold": "Vector mode and hybrid: the least cosine similarity a passage needs (the server's default "
+                "suits its embedding model).",
+                "collectionId": _COLLECTION,
+                "documentId": _DOCUMENT,
+                "includeContext": "Return each passage's text (false: ids and scores only).",
+                "mode": "hybrid (default: meaning, words and the knowledge graph together), vector (meaning), keyword "
+                "(BM25 words) or graph (entities the query names and their neighbours).",
+                "weights": "Hybrid only: [vector, keyword] or [vector, keyword, graph] weights, not all zero.",
+            },
+            run=_search,
+        ),
+        Tool(
+            name="answer",
+            title="Answer a question with citations",
+            description="Answer a question from the passages you may read. The answer cites passages as [n]; each "
+            "citation gives the document (id, title, url), version, chunkIndex, character offsets and the quoted "
+            "passage (context). confidence is high, medium, low or insufficient (then the answer says there is not "
+            "enough information). The same as POST /api/rag.answer.",
+            input=AnswerInput,
+            arguments={
+                "query": _QUERY,
+                "collectionId": _COLLECTION,
+                "documentId": _DOCUMENT,
+                "limit": "How many passages the answer may use.",
+            },
+            run=_answer,
+        ),
+        Tool(
+            name="read_document",
+            title="Read a document",
+            description="A document you may read: title, collection, version, dates and its markdown text, up to "
+            "maxChars characters from offset (textLength is the whole text's length: read on from offset + maxChars). "
+            "A document you may not read is not_found, as one that does not exist. The same as POST /api/documents.info.",
+            input=ReadDocumentInput,
+            arguments={
+                "id": "The document's id (from search, answer citations or get_entity passages).",
+                "offset": "The first character of the text to return.",
+                "maxChars": "How many characters of the text to return at most.",
+            },
+            run=_read_document,
+            input_error=ValidationFailed,
+            rag=False,
+        ),
+        Tool(
+            name="list_collections",
+            title="List collections",
+            description="The collections you may read (id, name, description, defaultAccess), by name; total counts "
+            "them all. The same as POST /api/collections.list.",
+            input=PaginationInput,
+            arguments={"limit": "How many collections to return.", "offset": "How many to skip (paging)."},
+            run=_list_collections,
+            input_error=ValidationFailed,
+            rag=False,
+        ),
+        Tool(
+            name="find_entities",
+            title="Find knowledge-graph entities",
+            description="Entities of the knowledge graph (documents, names, topics, code identifiers) whose name "
+            "contains the query, most mentioned first; counts are of passages you may read. The same as POST "
+            "/api/graph.entities.",
+            input=GraphEntitiesApi.Input,
+            arguments={
+                "query": "A part of the entity's name (empty: all entities).",
+                "limit": "How many entities to return.",
+                "offset": "How many to skip (paging).",
+            },
+            run=_find_entities,
+        ),
+        Tool(
+            name="get_entity",
+            title="Explore an entity",
+            description="One entity of the knowledge graph: its neighbours (predicate, direction, confidence, and the "
+            "passage each relation was read from as chunkId `<documentId>:<version>:<chunkIndex>`) and the passages "
+            "that name it, all from documents you may read. The same as POST /api/graph.entity.",
+            input=GraphEntityApi.Input,
+            arguments={
+                "id": "The entity's id (from find_entities or a neighbour).",
+                "limit": "How many neighbours and passages to return.",
+            },
+            run=_get_entity,
+        ),
+    )
+}
