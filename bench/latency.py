@@ -40,7 +40,7 @@ MODEL = "all-MiniLM-L6-v2"
 COLLECTIONS = 10
 NOISE = 0.012  # per-dimension sigma on unit vectors of 384 dims: cosine to the original ~0.95
 # What each timed run sends (a disjoint slice of the queries each): hybrid is the default, with the graph.
-HTTP_MODES = {
+HTTP_MODES: dict[str, dict[str, object]] = {
     "hybrid": {"mode": "hybrid"},
     "hybrid-no-graph": {"mode": "hybrid", "weights": [2, 1, 0]},
     "vector": {"mode": "vector"},
@@ -183,7 +183,7 @@ def build(chunks: int) -> dict:
             # VACUUM sets the visibility map, so keyword postings are read index-only from the start
             # (autovacuum does the same for a live server after its first inserts).
             cursor.execute("VACUUM ANALYZE")
-    if not Mention.objects.filter(document__team=team).exists():
+    if not Mention.objects.filter(chunk__team=team).exists():
         build_graph_facts(team)
     reader = User.objects.filter(team=team).earliest("pk")  # the team's one user, made above with it
     token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
