@@ -80,7 +80,11 @@ def source_chunks() -> list[dict]:
         sys.exit("No SciFact chunks in database cairn_bench: run bench/scifact.py first.")
     docs: dict[str, dict] = {}
     for title, text, index, chunk_text, start, end, metadata, vector in rows:
-        doc = docs.setdefault(title, {"title": title, "text": text, "chunks": []})
+        # bench/scifact.py titles a document by its corpus id and opens its text with the paper's title
+        # as a heading; here the paper's title is the document's, as a knowledge base's would be, so
+        # the graph has titles to find and documents to be the subject of.
+        heading = text.split("\n", 1)[0].lstrip("#").strip()
+        doc = docs.setdefault(title, {"title": heading or title, "text": text, "chunks": []})
         doc["chunks"].append((index, chunk_text, start, end, metadata, np.asarray(json.loads(vector), dtype=np.float32)))
     return list(docs.values())
 

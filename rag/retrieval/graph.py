@@ -100,6 +100,9 @@ def _spread(
     """
     scores = {pk: score for pk, score in seeds.items() if pk not in spread_only}
     frontier = dict(seeds)
+    # The scope joined inline, not as a materialised set: each lateral step then finds its few rows'
+    # documents through the primary key instead of scanning every visible document again.
+    visible, visible_params = scope.named
     for _ in range(HOPS):
         if not frontier:
             break
@@ -107,39 +110,36 @@ def _spread(
         with connection.cursor() as cursor:
             # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
             cursor.execute(
-                f"""WITH v AS MATERIALIZED ({scope.sql}),
-                    s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score)),
+                f"""WITH s AS (SELECT * FROM unnest(%(ids)s::uuid[], %(weights)s::float8[]) AS s(id, score)),
                     reached AS (
                     SELECT n.id, sum(s.score * n.share) AS score
                     FROM s, LATERAL (
                         SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
                             SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
-                            JOIN v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.source_id = s.id AND r.model_id = %s GROUP BY r.target_id
+                            JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
+                            WHERE r.source_id = s.id AND r.model_id = %(model)s GROUP BY r.target_id
                             UNION ALL
                             SELECT r.source_id, sum(r.weight) * 0.5 FROM graph_relations r
-                            JOIN v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.target_id = s.id AND r.model_id = %s GROUP BY r.source_id
-                        ) x ORDER BY x.w DESC LIMIT %s) n
+                            JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
+                            WHERE r.target_id = s.id AND r.model_id = %(model)s GROUP BY r.source_id
+                        ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
                     GROUP BY n.id)
-                    SELECT r.id, r.score * CASE WHEN %s THEN ln(1 + %s::float8 / greatest(d.n, 1)) / ln(1 + %s::float8) ELSE 1 END
+                    SELECT r.id, r.score * CASE WHEN %(hub)s THEN ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s) ELSE 1 END
                     FROM reached r, LATERAL (
                         SELECT count(*) AS n FROM (
-                            SELECT 1 FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                            WHERE m.entity_id = r.id AND m.model_id = %s LIMIT %s) z) d""",
-                [
-                    *scope.params,
-                    ids,
-                    weights,
-                    model_id,
-                    model_id,
-                    NEIGHBOURS_PER_ENTITY,
-                    HUB_DISCOUNT,
-                    float(max(scope_chunks, 2)),
-                    float(max(scope_chunks, 2)),
-                    model_id,
-                    HUB_COUNT_CAP,
-                ],
+                            SELECT 1 FROM graph_mentions m
+                            JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
+                            WHERE m.entity_id = r.id AND m.model_id = %(model)s LIMIT %(cap)s) z) d""",
+                {
+                    **visible_params,
+                    "ids": ids,
+                    "weights": weights,
+                    "model": model_id,
+                    "neighbours": NEIGHBOURS_PER_ENTITY,
+                    "hub": HUB_DISCOUNT,
+                    "n": float(max(scope_chunks, 2)),
+                    "cap": HUB_COUNT_CAP,
+                },
             )
             reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
         frontier = {}
@@ -187,29 +187,30 @@ def graph_ranking(
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
         return GraphRanking([], names_documents)
+    visible, visible_params = scope.named  # joined inline, as in `_spread`
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.sql}),
-                s AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS s(id, score))
+            f"""WITH s AS (SELECT * FROM unnest(%(ids)s::uuid[], %(scores)s::float8[]) AS s(id, score))
                 SELECT c.chunk_id, c.document_id,
-                       coalesce(sum(s.score) FILTER (WHERE c.subject), 0) + %s * coalesce(max(least(s.score, 1.0)) FILTER (WHERE NOT c.subject), 0) AS score
+                       coalesce(sum(s.score) FILTER (WHERE c.subject), 0)
+                       + %(mention)s * coalesce(max(least(s.score, 1.0)) FILTER (WHERE NOT c.subject), 0) AS score
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
-                    JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE m.entity_id = s.id AND m.model_id = %s
-                      AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%s))))
-                    ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %s) c
-                GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %s""",
-            [
-                *scope.params,
-                [pk for pk, _ in top],
-                [score for _, score in top],
-                MENTION_FACTOR,
-                model_id,
-                seed_chunk_ids or [],
-                CHUNKS_PER_ENTITY,
-                limit * 4,
-            ],
+                    JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
+                    WHERE m.entity_id = s.id AND m.model_id = %(model)s
+                      AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%(seeds)s))))
+                    ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %(per_entity)s) c
+                GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",
+            {
+                **visible_params,
+                "ids": [pk for pk, _ in top],
+                "scores": [score for _, score in top],
+                "mention": MENTION_FACTOR,
+                "model": model_id,
+                "seeds": seed_chunk_ids or [],
+                "per_entity": CHUNKS_PER_ENTITY,
+                "limit": limit * 4,
+            },
         )
         rows = cursor.fetchall()
     # Every chunk of a document an entity names scores alike; the graph vouches for the document,
