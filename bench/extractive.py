@@ -53,9 +53,12 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="git revision of the 'before' selection (default: merge base with main)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each wrong or missed sentence")
     args = parser.parse_args()
-    before_rev = args.before or subprocess.run(
-        ["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    before_rev = (
+        args.before
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
 
     import django
 
@@ -77,7 +80,9 @@ def main() -> None:
 
     provider = get_embedding_provider()
     team = Team.objects.filter(name="Extractive").first() or Team.objects.create(name="Extractive")
-    user = User.objects.filter(username="extractive-reader").first() or User.objects.create(username="extractive-reader", team=team)
+    user = User.objects.filter(username="extractive-reader").first() or User.objects.create(
+        username="extractive-reader", team=team
+    )
     collection = Collection.objects.filter(team=team).first() or Collection.objects.create(
         team=team, name="Demo", default_access=Access.READ
     )

@@ -59,9 +59,7 @@ ROLLBACK = "Run ./deploy rollback --env production; it restores the previous ima
 ROLLBACK_POST = "Post in #incidents when you roll back."
 ROTATION = "Engineers rotate on-call weekly, starting Monday at 09:00."
 PAGES = "The on-call engineer answers pages within 15 minutes, day and night."
-ESCALATE = (
-    "If you cannot resolve a page within an hour, escalate to the secondary on-call, then to the engineering manager."
-)
+ESCALATE = "If you cannot resolve a page within an hour, escalate to the secondary on-call, then to the engineering manager."
 SEVERITY = "Severity 1 incidents page the whole team."
 COMPENSATION = "Each on-call week is compensated with one extra day off, taken within the following month."
 

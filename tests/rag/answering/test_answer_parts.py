@@ -167,7 +167,7 @@ def test_the_extractive_answer_strips_markup_and_a_documents_own_citation_marker
 @pytest.mark.parametrize(
     "text",
     [
-        "Postmortems are due in a week. <style>.postmortem body{display:none} b::after{content:\"bold code\"}</style>",
+        'Postmortems are due in a week. <style>.postmortem body{display:none} b::after{content:"bold code"}</style>',
         "Postmortems are due in a week. <STYLE type='text/css'>\n.postmortem body{display:none}\n</STYLE>",
         "Postmortems are due in a week.<script>document.postmortem = 'display none bold code'</script>",
         "Postmortems are due in a week. <!-- postmortem: display none, bold code -->",
