@@ -1,28 +1,22 @@
-"""The document page, with a cited passage highlighted when the link carries its offsets."""
+"""The document page: its Markdown rendered safely, a cited passage highlighted when the link carries its offsets."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from config.csp import with_csp
 from config.errors import NotFound
 from documents.models import SourceFormat, import_storage
+from documents.rendering import document_html
 from documents.selectors import document_get, document_source, source_of, writable_collections
 from permissions.http import AuthenticatedHttpRequest
-
-
-@dataclass
-class Highlight:
-    before: str
-    passage: str
-    after: str
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -43,14 +37,14 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
     if version is not None and version != document.version:
         stale = True  # the offsets point into another version of the text: highlighting them would mislead
     elif start is not None and end is not None and start < end <= len(document.text):
-        text = document.text
-        highlight = Highlight(before=text[:start], passage=text[start:end], after=text[end:])
+        highlight = (start, end)
     return render(
         request,
         "documents/document.html",
         {
             "document": document,
-            "highlight": highlight,
+            # Safe: document_html renders raw HTML as text and allows only safe links (documents/rendering.py).
+            "html": mark_safe(document_html(document.text, highlight=highlight)),
             "stale": stale,
             "cited_version": version,
             "source": source_of(document=document),

@@ -46,7 +46,10 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
     if retrieval.confidence == Confidence.INSUFFICIENT:
         mode, pieces = MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER)
     elif client is None:
-        mode, pieces = MODE_EXTRACTIVE, _pieces(extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts))
+        extracted = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
+        # No sentence of the passages answers the question: that is an insufficient answer, not an extractive one.
+        mode = MODE_INSUFFICIENT if extracted == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
+        pieces = _pieces(extracted)
     else:
         mode = MODE_GENERATED
         messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts), client
@@ -86,8 +89,8 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         except ProviderError as exc:
             logger.warning("Answer generation with %s failed, answering extractively: %s", client.model if client else "-", exc)
             log.error = str(exc)[:2000]
-            mode = MODE_EXTRACTIVE
             answer = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
+            mode = MODE_INSUFFICIENT if answer == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
             if not sent:
                 yield from stream(_pieces(answer))
         finally:
@@ -99,6 +102,8 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         confidence = str(retrieval.confidence)
         if mode == MODE_GENERATED and not cited:
             confidence = str(Confidence.LOW)  # an uncited answer cannot be traced to its sources
+        elif mode == MODE_INSUFFICIENT:
+            confidence = str(Confidence.INSUFFICIENT)
         latency["generationMs"] = ms_since(generation_started)
         latency["totalMs"] = ms_since(retrieval.started)
         log.answer, log.mode, log.confidence, log.citations = answer, mode, confidence, citations

@@ -1,35 +1,93 @@
-"""Answers without an LLM: the sentence of each top passage that best answers the question, quoted and cited."""
+"""Answers without an LLM: the sentences of the passages that answer the question, quoted and cited.
+
+Every sentence of every passage is a candidate, and it is quoted only if it passes a relevance test
+of its own. Lexically, it must hold enough of the question's content words, each weighted by how
+rare it is among the candidates ("vacation" tells sentences apart, "days" hardly does). With the
+local MiniLM model, that share is averaged with the sentence's cosine similarity to the question, so
+a paraphrase ("ahead" for "in advance") is not missed for want of the same word. Nothing passes,
+nothing is quoted: the answer says there is not enough information rather than pad with the best of
+what is there. Text a reader never sees (`<style>`, `<script>`, HTML comments) is never quoted.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import snowballstemmer
+from django.conf import settings
+from django.core.cache import cache
 
+from config.errors import EmbeddingUnavailable
 from rag.answering.citations import CITATION
 from rag.answering.passages import Fact, Passage
+from rag.providers.embeddings import get_embedding_provider
+from rag.providers.errors import ProviderError
 from rag.retrieval.names import entity_key, normalised_text
+from rag.retrieval.query import embed_query
+
+logger = logging.getLogger("rag.answers")
 
 INSUFFICIENT_ANSWER = "There is not enough information in the documents you can read to answer this question."
 EXTRACTIVE_INTRO = "From your documents:"
-EXTRACTIVE_PASSAGES = 3
+# At most this many answers (a sentence, or a chain of sentences the graph connects) are quoted.
+EXTRACTIVE_ANSWERS = 3
+# A sentence answers when its score (see `Relevance`) reaches this ...
+MIN_SCORE = 0.45
+# ... and this share of the best sentence's, so a near miss is not quoted beside a hit. Both were
+# chosen on tests/rag/answering/extractive_cases.py; see docs/benchmarks.md.
+RELATIVE_SCORE = 0.85
+# A word of the question that only the document's title or a heading above the sentence holds counts this much.
+CONTEXT_WEIGHT = 0.5
+# A chain (a sentence naming another passage's document, then that passage's answer) has at most this many hops.
+MAX_HOPS = 3
+# Sentence vectors are cached by model and text: a document's sentences are embedded once, not per question.
+SENTENCE_CACHE_SECONDS = 7 * 24 * 3600
+
+Similarity = Callable[[str, list[str]], "list[float] | None"]
 
 _WORD = re.compile(r"\w+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:#|[-*+] |\d+\. ))")
+# What a browser never shows, removed with its content. A block may begin in the chunk before this
+# one (a chunk can start inside a stylesheet) or end after it.
+_HIDDEN = re.compile(
+    r"<!--.*?(?:-->|\Z)|<(script|style|template|noscript)\b[^>]*>.*?(?:</\1\s*>|\Z)|\A(?:(?!<(?:script|style)\b).)*?</(?:script|style)\s*>",
+    re.I | re.S,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:#|[-*+] |\d+[.)] |\|))")
 _MARKUP = [
     (re.compile(r"!\[[^\]]*\]\([^)]*\)"), ""),  # images
     (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links keep their text
     (re.compile(r"<[^>]*>"), ""),  # HTML tags
-    (re.compile(r"^\s{0,3}(?:#{1,6}\s+|[-*+]\s+|>\s?)", re.M), ""),  # heading, list and quote marks
+    (re.compile(r"^\s{0,3}(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s?)", re.M), ""),  # heading, list and quote marks
     (re.compile(r"^\s*(?:```|~~~)[\w+-]*[ \t]*$", re.M), ""),  # code fences and their language tag
+    (re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.M), ""),  # a table's header rule
+    (re.compile(r"^\s*\|\s*|\s*\|\s*$", re.M), ""),  # a table row's outer bars (the inner ones separate its cells)
     (re.compile(r"[`*_]{1,3}"), ""),
 ]
-_HEADING = re.compile(r"\s{0,3}#{1,6}\s")
+_HEADING = re.compile(r"\s{0,3}(#{1,6})\s")
 _STEMMER = snowballstemmer.stemmer("english")
+# Words a question is phrased with rather than about.
 _STOPWORDS = frozenset(
-    "a an and are as at be by can do does for from how i in is it of on or should the to was we what when where which who why will with you your".split()
+    """a about am an and any are as at be been being by can could did do does for from get gets getting got has have
+    having how i if in into is it its many may me might much must my need of on or our should so than that the their
+    them then there these they this those to us was we were what when where which who whom why will with would you
+    your""".split()
 )
+
+
+@dataclass(frozen=True)
+class Sentence:
+    n: int
+    index: int
+    text: str
+    terms: frozenset[str]
+    # The words of the document's title and of the headings above the sentence: what it is about.
+    context: frozenset[str] = frozenset()
 
 
 def _plain(sentence: str) -> str:
@@ -39,65 +97,183 @@ def _plain(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
-def _terms(text: str) -> set[str]:
+def visible_text(text: str) -> str:
+    """`text` without `<style>`, `<script>`, `<template>` and `<noscript>` blocks and HTML comments, content included."""
+    return _HIDDEN.sub(" ", text)
+
+
+def _terms(text: str) -> frozenset[str]:
     """The words that carry meaning, stemmed (Snowball), so "deploying" and "deployment" meet at "deploy"."""
-    return set(_STEMMER.stemWords([w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]))
+    return frozenset(_STEMMER.stemWords([w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]))
 
 
-def _shared_terms(wanted: set[str], sentence: str) -> int:
-    """How many of the question's terms the sentence has; a compound counts ("rollback" has "roll")."""
-    terms = _terms(sentence)
-    return sum(any(t == w or (len(w) >= 4 and t.startswith(w)) for t in terms) for w in wanted)
+def _has(terms: frozenset[str], wanted: str) -> bool:
+    """Whether the sentence has the term; a compound or longer form counts ("rollback" has "roll" and "back")."""
+    return wanted in terms or any(
+        len(t) >= 4
+        and len(wanted) >= 4
+        and (t.startswith(wanted) or t.endswith(wanted) or (len(t) >= 5 and wanted.startswith(t)))
+        for t in terms
+    )
 
 
-def _sentences(text: str) -> list[str]:
-    # Headings name a topic; they answer nothing.
-    pieces = [s for s in _SENTENCE_END.split(text) if not _HEADING.match(s)]
-    return [s for s in map(_plain, pieces) if len(_WORD.findall(s)) >= 3]
+def _sentences(passage: Passage) -> list[Sentence]:
+    sentences: list[Sentence] = []
+    headings = {1: passage.title}  # by level; the title stands above all of them
+    for piece in _SENTENCE_END.split(visible_text(passage.text)):
+        if heading := _HEADING.match(piece):
+            # Headings name a topic; they answer nothing, but say what the sentences under them are about.
+            level = heading.group(1).count("#")
+            headings = {k: v for k, v in headings.items() if k < level} | {level: piece}
+            continue
+        text = _plain(piece)
+        if len(_WORD.findall(text)) >= 3:
+            context = _terms(_plain(" ".join(headings.values())))
+            sentences.append(Sentence(n=passage.n, index=len(sentences), text=text, terms=_terms(text), context=context))
+    return sentences
 
 
-def _naming(sentences: list[str], name: str) -> str | None:
+def sentence_similarities(query: str, texts: list[str]) -> list[float] | None:
+    """Each text's cosine similarity to the question with the local MiniLM; None with another provider.
+
+    The thresholds were measured on MiniLM's cosines, which another model's do not resemble (and the
+    tests' bag-of-words fake's are no judge of meaning), so other providers get the lexical test alone.
+    """
+    if settings.RAG_EMBEDDING_PROVIDER != "local" or not texts:
+        return None
+    provider = get_embedding_provider()
+    keys = {t: "rag:s:" + hashlib.sha256(f"{provider.model_id}\x00{t}".encode()).hexdigest() for t in texts}
+    cached = cache.get_many(list(keys.values()))
+    vectors = {t: np.frombuffer(cached[k], dtype=np.float32) for t, k in keys.items() if k in cached}
+    missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+    try:
+        question = np.asarray(embed_query(query), dtype=np.float32)
+        fresh = provider.embed(missing) if missing else []
+    except (ProviderError, EmbeddingUnavailable) as exc:
+        logger.warning("Embedding sentences failed, judging them by their words alone: %s", exc)
+        return None
+    for text, vector in zip(missing, fresh, strict=True):
+        vectors[text] = np.asarray(vector, dtype=np.float32)
+    cache.set_many({keys[t]: vectors[t].tobytes() for t in missing}, SENTENCE_CACHE_SECONDS)
+    return [float(vectors[t] @ question) for t in texts]
+
+
+class Relevance:
+    """How well sentences answer the question, from 0 to 1.
+
+    Lexically, the share of the question's content words they hold, each weighted by its rarity
+    among the candidate sentences (an IDF over them), so a word every passage repeats weighs little
+    and the word that tells the answer apart weighs most. With sentence similarities (MiniLM), the
+    mean of that share and the best cosine among them.
+    """
+
+    def __init__(self, query: str, candidates: Sequence[Sentence], similarities: dict[Sentence, float] | None = None) -> None:
+        count = max(1, len(candidates))
+        self.weights = {w: math.log(1 + count / max(1, sum(_has(s.terms, w) for s in candidates))) for w in _terms(query)}
+        self.total = sum(self.weights.values())
+        self.similarities = similarities
+
+    def coverage(self, *sentences: Sentence) -> float:
+        """The rarity-weighted share of the question's content words the sentences hold."""
+        if not self.total:
+            return 0.0
+        held = 0.0
+        for word, weight in self.weights.items():
+            if any(_has(s.terms, word) for s in sentences):
+                held += weight
+            elif any(_has(s.context, word) for s in sentences):
+                held += CONTEXT_WEIGHT * weight
+        return held / self.total
+
+    def score(self, *sentences: Sentence) -> float:
+        if self.similarities is None:
+            return self.coverage(*sentences)
+        return (self.coverage(*sentences) + max(self.similarities[s] for s in sentences)) / 2
+
+
+def _naming(sentences: list[Sentence], name: str) -> Sentence | None:
     """The first sentence that names `name` (as the graph matched it: normalised, on word boundaries)."""
     key = entity_key(name)
-    return next((s for s in sentences if key and f" {key} " in f" {normalised_text(s)} "), None)
+    return next((s for s in sentences if key and f" {key} " in f" {normalised_text(s.text)} "), None)
+
+
+def _best(sentences: list[Sentence], relevance: Relevance) -> Sentence | None:
+    scored = [(relevance.score(s), -s.index, s) for s in sentences]
+    best = max(scored, key=lambda item: item[:2], default=None)
+    return best[2] if best and best[0] > 0 else None
+
+
+def _chain(
+    start: int, by_n: dict[int, list[Sentence]], leads: dict[int, tuple[str, int]], relevance: Relevance
+) -> list[Sentence] | None:
+    """The chain the graph draws from passage `start`: its naming sentence, then the named passage's answer.
+
+    Each hop's best sentence is kept where it adds to what the chain holds of the question (the
+    film's own sentence holds "Night Train"), the naming sentences because they connect it.
+    """
+    chain: list[Sentence] = []
+    n, seen = start, {start}
+    while n in leads and len(seen) <= MAX_HOPS:
+        name, target = leads[n]
+        bridge = _naming(by_n[n], name)
+        if bridge is None or target in seen:
+            break
+        best = _best(by_n[n], relevance)
+        if best and best != bridge and relevance.coverage(*chain, bridge, best) > relevance.coverage(*chain, bridge):
+            chain.extend(sorted((best, bridge), key=lambda s: s.index))
+        else:
+            chain.append(bridge)
+        n = target
+        seen.add(n)
+    answer = _best(by_n.get(n, []), relevance) if chain else None
+    return [*chain, answer] if answer and answer not in chain else None
 
 
 def extractive_answer(
-    query: str, passages: list[Passage], *, facts: Sequence[Fact] = (), count: int = EXTRACTIVE_PASSAGES
+    query: str,
+    passages: list[Passage],
+    *,
+    facts: Sequence[Fact] = (),
+    count: int = EXTRACTIVE_ANSWERS,
+    similarity: Similarity = sentence_similarities,
 ) -> str:
-    """An answer without an LLM: from each of the top passages, the sentence sharing most terms with the question, cited.
+    """The sentences of `passages` that answer `query`, best first, each cited; INSUFFICIENT_ANSWER when none does.
 
-    The chain is followed where the graph links the passages: when a quoted passage names the
-    document another passage belongs to ("the director of X" is named in X's passage and answered
-    in the director's), the sentence naming it is quoted too, and that passage comes next.
+    The chain is followed where the graph links the passages: when a passage names the document
+    another passage belongs to ("the director of X" is named in X's passage and answered in the
+    director's), the sentence naming it and that passage's answer are quoted together, and the chain
+    is judged by what it holds of the question as a whole. `similarity` gives each sentence's
+    cosine to the question, or None to judge by words alone.
     """
-    wanted = _terms(query)
-    by_n = {p.n: p for p in passages}
+    by_n: dict[int, list[Sentence]] = {}
+    seen_texts: set[str] = set()
+    for passage in passages:
+        # Overlapping chunks repeat sentences: each is a candidate once, from the better-ranked passage.
+        fresh = [s for s in _sentences(passage) if s.text not in seen_texts]
+        seen_texts.update(s.text for s in fresh)
+        by_n[passage.n] = fresh
+    candidates = [s for sentences in by_n.values() for s in sentences]
+    cosines = similarity(query, [s.text for s in candidates])
+    relevance = Relevance(query, candidates, dict(zip(candidates, cosines, strict=True)) if cosines is not None else None)
     # Each passage leads to at most one other: the best-ranked passage whose document it names.
     leads: dict[int, tuple[str, int]] = {}
     for fact in sorted(facts, key=lambda f: f.target_n):
         if fact.n != fact.target_n and fact.n in by_n and fact.target_n in by_n:
             leads.setdefault(fact.n, (fact.target, fact.target_n))
+    answers: list[list[Sentence]] = [[s] for s in candidates]
+    answers += [chain for n in by_n if (chain := _chain(n, by_n, leads, relevance))]
+    scored = sorted(((relevance.score(*a), a) for a in answers), key=lambda item: (-item[0], item[1][0].n, item[1][0].index))
+    floor = max(MIN_SCORE, RELATIVE_SCORE * scored[0][0]) if scored else 1.0
     lines: list[str] = []
-    visited: set[int] = set()
-
-    def visit(n: int) -> None:
-        visited.add(n)
-        sentences = _sentences(by_n[n].text)
-        if not sentences:
-            return
-        picked = {max(sentences, key=lambda s: (_shared_terms(wanted, s), -sentences.index(s)))}
-        lead = leads.get(n)
-        bridge = _naming(sentences, lead[0]) if lead else None
-        if bridge:
-            picked.add(bridge)
-        lines.extend(f"- {s} [{n}]" for s in sorted(picked, key=sentences.index))
-        if lead and bridge and lead[1] not in visited:
-            visit(lead[1])
-
-    for passage in passages[:count]:
-        if passage.n not in visited:
-            visit(passage.n)
+    quoted: set[Sentence] = set()
+    for score, answer in scored:
+        if score < floor or len(lines) >= count:
+            break
+        fresh = [s for s in answer if s not in quoted]
+        if not fresh:
+            continue
+        quoted.update(fresh)
+        lines.append("\n".join(f"- {s.text} [{s.n}]" for s in fresh))
     if not lines:
         return INSUFFICIENT_ANSWER
     return EXTRACTIVE_INTRO + "\n\n" + "\n".join(lines)

@@ -1,27 +1,21 @@
 """Answer text to safe HTML for the /rag page.
 
-Markdown with raw HTML, images, links and link definitions all disabled: nothing a document or the
-LLM writes can become markup, a script, a remote request or a clickable URL. The only links in the
-output are the citation links this module adds for the `[n]` the server supplied.
+Markdown with raw HTML, images, links and link definitions all disabled (documents.rendering, which
+document pages share): nothing a document or the LLM writes can become markup, a script, a remote
+request or a clickable URL. The only links in the output are the citation links this module adds
+for the `[n]` the server supplied.
 """
 
 from __future__ import annotations
 
 import re
-from functools import cache
 from urllib.parse import urlencode
 
 from django.utils.html import escape
-from markdown_it import MarkdownIt
+
+from documents.rendering import answer_markdown
 
 _MARKER = re.compile(r"\[(\d{1,4})\]")
-
-
-@cache
-def _markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-    md.disable(["image", "link", "autolink", "html_inline", "html_block", "reference"])
-    return md
 
 
 def passage_href(*, document_url: str, version: int, start: int, end: int) -> str:
@@ -31,7 +25,7 @@ def passage_href(*, document_url: str, version: int, start: int, end: int) -> st
 
 def answer_html(text: str, citations: dict[int, dict]) -> str:
     """Render `text`; each `[n]` with an entry in `citations` becomes a link to its passage."""
-    html = _markdown().render(text)
+    html = answer_markdown().render(text)
 
     def link(match: re.Match) -> str:
         citation = citations.get(int(match.group(1)))

@@ -1,4 +1,4 @@
-"""The document page: a cited passage highlighted by its offsets, text never shown as markup, 404 when not visible."""
+"""The document page: Markdown rendered safely, a cited passage highlighted by its offsets, 404 when not visible."""
 
 from __future__ import annotations
 
@@ -27,8 +27,42 @@ def test_the_document_page_highlights_the_cited_passage(signed_in, cast, corpus)
     start = OWLS.index("Owls hunt")
     end = OWLS.index("forest.") + len("forest.")
     html = signed_in(cast.bob).get(f"/doc/{doc.pk}?v={doc.version}&start={start}&end={end}").content.decode()
-    assert '<mark id="passage">Owls hunt mice at night in the forest.</mark>' in html
-    assert "# Owls\n\n<mark" in html and "</mark> Their soft feathers" in html
+    assert (
+        '<h1>Owls</h1>\n<p><mark id="passage" class="passage">Owls hunt mice at night in the forest.</mark> '
+        "Their soft feathers" in html
+    )
+
+
+def test_a_passage_spanning_blocks_is_marked_in_each_and_its_blocks_keep_their_markup(signed_in, cast):
+    text = (
+        "# Deploying\n\nIntro.\n\n## Steps\n\n1. Merge after **two** approvals.\n2. Promote the image.\n\n## Rollback\n\nRun it."
+    )
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Deploying", text=text)
+    start, end = text.index("## Steps"), text.index("## Rollback")  # a chunk's offsets: from one heading to the next
+    html = signed_in(cast.bob).get(f"/doc/{doc.pk}?v={doc.version}&start={start}&end={end}").content.decode()
+    assert '<h2><mark id="passage" class="passage">Steps</mark></h2>' in html
+    assert '<li><mark class="passage">Merge after </mark><strong><mark class="passage">two</mark></strong>' in html
+    assert '<li><mark class="passage">Promote the image.</mark></li>\n</ol>\n<h2>Rollback</h2>' in html
+    assert html.count('id="passage"') == 1 and "<p>Intro.</p>" in html and "<p>Run it.</p>" in html
+
+
+def test_the_document_page_renders_markdown_headings_lists_code_and_safe_links(signed_in, cast):
+    text = (
+        "# Title\n\n## Section\n\n- one\n- *two*\n\n```bash\n./deploy <now>\n```\n\n"
+        "[docs](https://example.test/docs) [mail](mailto:a@b.test) [bad](javascript:alert(1)) "
+        "[data](data:text/html,x) [local](/doc/x)"
+    )
+    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Md", text=text)
+    html = signed_in(cast.bob).get(f"/doc/{doc.pk}").content.decode()
+    body = html.split('<div class="doc-text">')[1]
+    assert "<h1>Title</h1>" in body and "<h2>Section</h2>" in body
+    assert "<ul>\n<li>one</li>\n<li><em>two</em></li>\n</ul>" in body
+    assert '<pre><code class="language-bash">./deploy &lt;now&gt;\n</code></pre>' in body
+    rel = 'rel="nofollow noopener noreferrer"'
+    assert f'<a href="https://example.test/docs" {rel}>docs</a>' in body and f'<a href="mailto:a@b.test" {rel}>mail</a>' in body
+    assert f'<a href="/doc/x" {rel}>local</a>' in body
+    assert "[bad](javascript:alert(1))" in body and "[data](data:text/html,x)" in body, "unsafe links stay text"
+    assert 'href="javascript' not in body and 'href="data' not in body
 
 
 @pytest.mark.parametrize(
@@ -53,7 +87,7 @@ def test_an_invisible_or_missing_document_is_404(signed_in, cast, corpus):
     assert signed_in(cast.alice).get(f"/doc/{corpus['secret'].pk}").status_code == 200
 
 
-def test_document_text_is_shown_as_text_never_as_markup(signed_in, cast):
+def test_raw_html_in_a_document_is_shown_as_text_and_its_images_never_load(signed_in, cast):
     hostile = DocumentFactory(
         collection=cast.handbook,
         created_by=cast.alice,
@@ -63,3 +97,4 @@ def test_document_text_is_shown_as_text_never_as_markup(signed_in, cast):
     html = signed_in(cast.bob).get(f"/doc/{hostile.pk}?start=0&end=25").content.decode()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "tracker.test" not in html and '<span class="image">[image: pixel]</span>' in html, "an image is never loaded"

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from documents.management.commands.setup_demo import DEMO_DIR
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
 from rag.answering.passages import Fact, Passage, evidence_confidence
@@ -136,22 +137,67 @@ def test_the_prompt_delimits_passages_with_a_nonce_a_document_cannot_forge():
     assert user.rstrip().endswith("Question: What do owls eat?")
 
 
-def test_the_extractive_answer_quotes_the_best_sentence_of_each_top_passage_and_cites_it():
+def test_the_extractive_answer_quotes_only_the_sentences_that_answer_the_question():
     passages = [
         passage(1, "# Owls\n\nOwls fly at dusk. Owls hunt mice at night in the forest."),
-        passage(2, "Barn owls nest in **old barns**, see [3] and ![x](http://evil.test/p.png) <b>bold</b>."),
+        passage(2, "Barn owls nest in old barns."),
         passage(3, "Volcanoes erupt molten lava."),
-        passage(4, "Owls hunt mice, a fourth passage never quoted."),
+        passage(4, "Owls hunt mice, a fourth passage."),
     ]
     answer = extractive_answer("What do owls hunt at night?", passages)
-    assert answer.splitlines() == [
-        "From your documents:",
-        "",
-        "- Owls hunt mice at night in the forest. [1]",
-        "- Barn owls nest in old barns, see and bold. [2]",
-        "- Volcanoes erupt molten lava. [3]",
+    assert answer.splitlines() == ["From your documents:", "", "- Owls hunt mice at night in the forest. [1]"]
+
+
+def test_asked_how_many_vacation_days_the_extractive_answer_quotes_only_the_vacation_sentence():
+    onboarding = (DEMO_DIR / "handbook-onboarding.md").read_text()
+    passages = [passage(1, onboarding, "Onboarding"), passage(2, (DEMO_DIR / "engineering-oncall.md").read_text())]
+    answer = extractive_answer("How many vacation days do I get?", passages)
+    assert answer.splitlines()[2:] == [
+        "- Full-time employees receive 25 days of paid vacation a year, plus public holidays. [1]"
+    ], "not the receipts, the laptop or the on-call day off, which only share 'days'"
+
+
+def test_the_extractive_answer_strips_markup_and_a_documents_own_citation_markers():
+    passages = [passage(1, "Barn owls nest in **old barns**, see [3] and ![x](http://evil.test/p.png) <b>bold</b>.")]
+    assert extractive_answer("Where do barn owls nest?", passages).splitlines()[2:] == [
+        "- Barn owls nest in old barns, see and bold. [1]"
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Postmortems are due in a week. <style>.postmortem body{display:none} b::after{content:"bold code"}</style>',
+        "Postmortems are due in a week. <STYLE type='text/css'>\n.postmortem body{display:none}\n</STYLE>",
+        "Postmortems are due in a week.<script>document.postmortem = 'display none bold code'</script>",
+        "Postmortems are due in a week. <!-- postmortem: display none, bold code -->",
+        "Postmortems are due in a week. <!-- postmortem: display none, bold code, never closed",
+        "Postmortems are due in a week. <style>.postmortem body{display:none} (the chunk ends inside the sheet)",
+        ".postmortem body{display:none} bold code</style>\n\nPostmortems are due in a week.",  # the chunk began inside it
+    ],
+)
+def test_text_in_style_script_and_comments_is_never_quoted(text):
+    answer = extractive_answer("When is the postmortem due?", [passage(1, text)])
+    assert "display" not in answer and "code" not in answer and "{" not in answer
+    assert answer.splitlines()[2:] == ["- Postmortems are due in a week. [1]"]
+
+
+def test_when_no_sentence_answers_the_extractive_answer_says_so_rather_than_pad():
+    passages = [
+        passage(1, "Submit receipts within 30 days. You get a laptop on your first day."),
+        passage(2, "Each on-call week is compensated with one extra day off."),
+    ]
+    assert extractive_answer("What is the parental leave policy?", passages) == INSUFFICIENT_ANSWER
     assert extractive_answer("owls", [passage(1, "# Hi")]) == INSUFFICIENT_ANSWER
+
+
+def test_sentence_similarity_lets_a_paraphrase_answer():
+    passages = [passage(1, "Request time off two weeks ahead. The portal opens at nine.")]
+    question = "How far in advance must I ask for leave?"
+    assert extractive_answer(question, passages, similarity=lambda q, texts: None) == INSUFFICIENT_ANSWER
+    cosines = {"Request time off two weeks ahead.": 0.9, "The portal opens at nine.": 0.2}
+    answer = extractive_answer(question, passages, similarity=lambda q, texts: [cosines[t] for t in texts])
+    assert answer.splitlines()[2:] == ["- Request time off two weeks ahead. [1]"]
 
 
 def test_the_extractive_answer_skips_headings_and_matches_word_forms():
@@ -159,17 +205,12 @@ def test_the_extractive_answer_skips_headings_and_matches_word_forms():
         passage(
             1,
             "## Rollback procedure for deployments\n\nRun `./deploy rollback --env production` to restore the "
-            "previous image. Post in #incidents when you roll back.",
+            "previous image. Lunch is at noon.",
         ),
         passage(2, "# Deploying the API service\n\nDeployments happen from the main branch. Lunch is at noon."),
-        passage(3, "```bash\n./deploy promote --env production --image api:latest\n```"),
     ]
     answer = extractive_answer("How do I roll back a deployment?", passages)
-    assert answer.splitlines()[2:] == [
-        "- Run ./deploy rollback --env production to restore the previous image. [1]",
-        "- Deployments happen from the main branch. [2]",
-        "- ./deploy promote --env production --image api:latest [3]",
-    ]
+    assert answer.splitlines()[2:] == ["- Run ./deploy rollback --env production to restore the previous image. [1]"]
 
 
 def test_the_extractive_answer_follows_the_chain_the_graph_draws_between_its_passages():
@@ -187,8 +228,7 @@ def test_the_extractive_answer_follows_the_chain_the_graph_draws_between_its_pas
         "- Night Train is a 1998 film. [1]",
         "- It was directed by Vera Lind in Oslo. [1]",
         "- She died in 2004 in Bergen. [3]",
-        "- Harbour is a 2001 film directed by Ola Berg. [2]",
-    ], "the sentence naming the director, then the director's passage, before the next-ranked passage"
+    ], "the film's sentence, the one naming its director, then the director's answer; nothing about Harbour"
     unlinked = extractive_answer("When did the director of Night Train die?", passages, count=2)
     assert "[3]" not in unlinked, "without the graph's fact the third passage is not reached"
     named_nowhere = [Fact(n=2, source="Harbour", predicate="MENTIONS", target="Vera Lind", target_n=3)]

@@ -114,6 +114,14 @@ def test_without_an_llm_answers_are_extractive_and_cited(cast, api_for, corpus, 
     assert data["mode"] == "extractive" and data["citations"] and "[1]" in data["answer"]
 
 
+def test_an_extractive_answer_with_no_sentence_that_answers_is_insufficient_not_padded(cast, api_for, corpus, settings):
+    settings.RAG_LLM_MODEL = ""
+    settings.RAG_ANSWER_MIN_SCORE = 0.0  # passages pass the evidence gate; no sentence of theirs answers
+    data = api_for(cast.bob).post("rag.answer", {"query": "What do owls eat in winter?"}).json()["data"]
+    assert data["mode"] == "insufficient" and data["confidence"] == "insufficient"
+    assert data["citations"] == [] and "not enough information" in data["answer"]
+
+
 def test_a_reranker_reorders_the_candidates(cast, api_for, corpus, fake_llm, settings):
     settings.RAG_RERANK_MODEL = "fake-rerank"
     reranker = fakes.fake_llm("fake-rerank")
