@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 app = Celery("cairn")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _json_worker_logs(logger: logging.Logger, **kwargs) -> None:
+    """With LOG_FORMAT=json the worker's lines are JSON too: Celery sets up its own handlers, this swaps their format."""
+    from django.conf import settings
+
+    if settings.LOG_FORMAT != "json":
+        return
+    from config.logs import JsonFormatter
+    from config.middleware import RequestIdFilter
+
+    for handler in logger.handlers:
+        handler.setFormatter(JsonFormatter())
+        handler.addFilter(RequestIdFilter())

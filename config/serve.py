@@ -6,12 +6,18 @@ processes of WEB_THREADS threads), a Celery worker (CELERY_WORKER_CONCURRENCY pr
 beat. A child that dies is started again (after a pause that grows while it keeps dying); Ctrl-C or
 SIGTERM stops them all, web first and the broker last, and the embedded PostgreSQL too when this
 command started it. Requests never wait for indexing: every task goes through the broker.
+
+Metrics: every child writes its Prometheus metrics under `<CAIRN_RUN_DIR>/prometheus`
+(PROMETHEUS_MULTIPROC_DIR, set before any child imports prometheus_client), emptied at each start
+and removed at the end, so `/metrics` on any gunicorn process sums the web processes' and the
+Celery worker's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     # WhiteNoise serves from the apps' own folders (no collectstatic), but expects STATIC_ROOT to exist.
     Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
+    # A fresh directory per run: files left by an earlier run's processes would be summed into this one's.
+    metrics_dir = run_dir / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir()
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     supervisor = Supervisor(run_dir=run_dir)
     (run_dir / "serve.pid").write_text(f"{os.getpid()}\n")
 
@@ -209,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     "-m",
                     "gunicorn",
                     "config.wsgi:application",
+                    "--config=python:config.gunicorn",
                     f"--bind={args.bind}",
                     f"--workers={settings.WEB_WORKERS}",
                     "--worker-class=gthread",
@@ -230,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_code = 1
     finally:
         supervisor.stop()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
         if started_postgres and data_dir and stop_server(data_dir):
             log("embedded PostgreSQL stopped")
     return exit_code

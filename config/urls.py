@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
 from config.health import health
+from config.metrics import metrics_view
 from documents.pages import document_original, document_page, import_page
 from permissions.pages import login_page, logout_page
 from rag.mcp.views import McpApi
@@ -16,6 +17,7 @@ urlpatterns = [
     path("admin/login/", login_page),
     path("admin/", admin.site.urls),
     path("health", health),
+    path("metrics", metrics_view, name="metrics"),
     path("rag", ask_page, name="rag"),
     path("graph", graph_page, name="graph"),
     path("doc/<uuid:document_id>", document_page, name="document"),

@@ -1,12 +1,17 @@
-"""Admin: indexing status and jobs, and reindex / cleanup actions on documents, collections and teams."""
+"""Admin: indexing status and jobs, reindex / cleanup actions, and the search and answer logs (zero results, top queries, low ratings)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Avg, OuterRef, Subquery
-from django.urls import reverse
-from django.utils.html import format_html
+from django.db.models import Avg, Count, Max, Min, OuterRef, Q, Subquery
+from django.db.models.functions import Lower
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
@@ -14,7 +19,18 @@ from permissions.admin import TeamAdmin
 from permissions.models import Team
 from rag.indexing.cleanup import cleanup_embeddings
 from rag.indexing.state import job_create, mark_pending
-from rag.models import Chunk, Entity, Feedback, GraphExtraction, IndexJob, IndexState, IndexStatus, QueryLog, Relation
+from rag.models import (
+    Chunk,
+    Entity,
+    Feedback,
+    GraphExtraction,
+    IndexJob,
+    IndexState,
+    IndexStatus,
+    QueryLog,
+    Relation,
+    SearchLog,
+)
 from rag.tasks import enqueue_reindex
 
 
@@ -187,14 +203,71 @@ class FeedbackInline(admin.TabularInline):
         return False
 
 
+# A rating at or below this is a low-rated answer (ratings are 1-5).
+LOW_RATING = 2
+
+
+class RatingFilter(admin.SimpleListFilter):
+    title = "rating"
+    parameter_name = "rating"
+
+    def lookups(self, request, model_admin):
+        return [("low", f"Low (≤ {LOW_RATING})"), ("rated", "Rated"), ("unrated", "Not rated")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "low":
+            return queryset.filter(feedback__rating__lte=LOW_RATING).distinct()
+        if self.value() == "rated":
+            return queryset.filter(feedback__isnull=False).distinct()
+        if self.value() == "unrated":
+            return queryset.filter(feedback__isnull=True)
+        return queryset
+
+
+def _short(text: str, length: int = 80) -> str:
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
 @admin.register(QueryLog)
 class QueryLogAdmin(admin.ModelAdmin):
-    list_display = ["short_query", "user", "mode", "confidence", "passage_count", "total_ms", "rating", "created_at"]
-    list_filter = ["mode", "confidence", "team"]
+    """Answers with their ratings; *Low* under rating lists the low-rated ones, each with the passages it cited."""
+
+    list_display = ["short_query", "user", "mode", "confidence", "cited", "total_ms", "rating", "created_at"]
+    list_filter = [RatingFilter, "mode", "confidence", "team"]
     search_fields = ["query", "answer", "user__username"]
     date_hierarchy = "created_at"
-    readonly_fields = [f.name for f in QueryLog._meta.fields]
+    readonly_fields = [*(f.name for f in QueryLog._meta.fields if f.name != "citations"), "cited_passages"]
+    exclude = ["citations"]
     inlines = [FeedbackInline]
+
+    @admin.display(description="cited")
+    def cited(self, obj) -> str:
+        titles = dict.fromkeys(c.get("document", {}).get("title", "?") for c in obj.citations)
+        return "; ".join(_short(t, 40) for t in titles) or "–"
+
+    @admin.display(description="citations")
+    def cited_passages(self, obj) -> str:
+        if not obj.citations:
+            return "–"
+        return format_html(
+            "<ol>{}</ol>",
+            format_html_join(
+                "",
+                '<li value="{}"><a href="{}">{}</a> (v{}, chunk {}, score {}): <q>{}</q></li>',
+                (
+                    (
+                        c.get("n"),
+                        c.get("document", {}).get("url", ""),
+                        c.get("document", {}).get("title", "?"),
+                        c.get("version"),
+                        c.get("chunkIndex"),
+                        c.get("score"),
+                        _short(c.get("context") or "", 300),
+                    )
+                    for c in obj.citations
+                ),
+            ),
+        )
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("user").annotate(_rating=Avg("feedback__rating"))
@@ -204,11 +277,89 @@ class QueryLogAdmin(admin.ModelAdmin):
 
     @admin.display(description="query")
     def short_query(self, obj) -> str:
-        return obj.query if len(obj.query) <= 80 else obj.query[:79] + "…"
+        return _short(obj.query)
 
     @admin.display(description="rating", ordering="_rating")
     def rating(self, obj) -> str:
         return f"{obj._rating:.1f}" if obj._rating is not None else "–"
+
+
+class ResultsFilter(admin.SimpleListFilter):
+    title = "results"
+    parameter_name = "results"
+
+    def lookups(self, request, model_admin):
+        return [("zero", "Zero results"), ("some", "Some results")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "zero":
+            return queryset.filter(results=0)
+        if self.value() == "some":
+            return queryset.filter(results__gt=0)
+        return queryset
+
+
+@admin.register(SearchLog)
+class SearchLogAdmin(admin.ModelAdmin):
+    """Searches: *Zero results* under results lists what found nothing; *Top queries* groups them by text.
+
+    The text is kept only with RAG_LOG_QUERIES; without it every row still has its mode, result count and latency.
+    """
+
+    list_display = ["shown_query", "user", "team", "mode", "results", "degraded", "total_ms", "created_at"]
+    list_filter = [ResultsFilter, "mode", "degraded", "team"]
+    search_fields = ["query", "user__username"]
+    date_hierarchy = "created_at"
+    list_select_related = ["user", "team"]
+    readonly_fields = [f.name for f in SearchLog._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="query")
+    def shown_query(self, obj) -> str:
+        return _short(obj.query) if obj.query else "(not logged)"
+
+    def get_urls(self):
+        top = path("top/", self.admin_site.admin_view(self.top_queries_view), name="rag_searchlog_top")
+        return [top, *super().get_urls()]
+
+    def top_queries_view(self, request):
+        """The most frequent query texts (case folded) of the last `days` days; `zero=1` keeps those that found nothing."""
+        try:
+            days = min(max(int(request.GET.get("days", 30)), 1), 3650)
+        except ValueError:
+            days = 30
+        only_zero = request.GET.get("zero") == "1"
+        logs = SearchLog.objects.filter(created_at__gte=timezone.now() - timedelta(days=days)).exclude(query="")
+        if only_zero:
+            logs = logs.filter(results=0)
+        rows = (
+            logs.annotate(text=Lower("query"))
+            .values("text")
+            .annotate(
+                searches=Count("id"),
+                zero=Count("id", filter=Q(results=0)),
+                avg_ms=Avg("total_ms"),
+                first=Min("created_at"),
+                last=Max("created_at"),
+            )
+            .order_by("-searches", "text")[:100]
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Top zero-result queries" if only_zero else "Top queries",
+            "rows": rows,
+            "days": days,
+            "only_zero": only_zero,
+            "logging_queries": settings.RAG_LOG_QUERIES,
+            "unlogged": SearchLog.objects.filter(created_at__gte=timezone.now() - timedelta(days=days), query="").count(),
+        }
+        return TemplateResponse(request, "admin/rag/searchlog/top_queries.html", context)
 
 
 @admin.register(Entity)

@@ -6,9 +6,13 @@ class RagConfig(AppConfig):
     verbose_name = "Search and answers"
 
     def ready(self) -> None:
+        from config.metrics import register_scrape_collector
         from documents.ingestion.jobs import register_index_probe
         from rag import receivers  # noqa: F401
+        from rag.indexing.gauges import IndexCollector
         from rag.indexing.progress import documents_awaiting_index
 
         # An import job is done once the index has caught up with the documents it wrote.
         register_index_probe(documents_awaiting_index)
+        # /metrics reads the index states and the queue's length at each scrape.
+        register_scrape_collector(IndexCollector())

@@ -159,6 +159,25 @@ class QueryLog(models.Model):
         indexes = [models.Index(fields=["team", "created_at"], name="querylog_team_created")]
 
 
+class SearchLog(models.Model):
+    """One rag.search (API or MCP): mode, result count and latency; the query text only with RAG_LOG_QUERIES."""
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    team = models.ForeignKey(Team, null=True, on_delete=models.CASCADE, related_name="+")
+    query = models.TextField(blank=True, help_text="Empty unless RAG_LOG_QUERIES was on.")
+    mode = models.CharField(max_length=10)
+    results = models.PositiveIntegerField()
+    degraded = models.BooleanField(default=False, help_text="Hybrid answered by keyword only: the embedding provider failed.")
+    latency = models.JSONField(default=dict)
+    total_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "rag_search_log"
+        indexes = [models.Index(fields=["created_at"], name="searchlog_created")]
+
+
 class Feedback(models.Model):
     """A user's rating of one of their answers: one per answer and user (rating again updates it)."""
 

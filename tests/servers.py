@@ -32,8 +32,9 @@ def database_env() -> dict[str, str]:
 class GunicornServer:
     """`gunicorn config.wsgi` as deployed (gthread workers), with the test settings and the fake providers."""
 
-    def __init__(self, *, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, *, log_path: Path, extra_env: dict[str, str] | None = None, workers: int = 1) -> None:
         self.log_path = log_path
+        self.workers = workers
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.test",
@@ -55,10 +56,12 @@ class GunicornServer:
                 "-m",
                 "gunicorn",
                 "config.wsgi:application",
+                "--config",
+                "python:config.gunicorn",
                 "--bind",
                 "127.0.0.1:0",
                 "--workers",
-                "1",
+                str(self.workers),
                 "--worker-class",
                 "gthread",
                 "--threads",

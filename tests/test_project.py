@@ -48,7 +48,7 @@ def test_every_configuration_variable_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     names = set(
         re.findall(
-            r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA|CAIRN|WEB|IDEMPOTENCY|LOGIN|IMPORT)_?[A-Z_]*)"',
+            r'"((?:RAG|CELERY|DATABASE|REDIS|SECRET|API|DEBUG|ALLOWED|LOG|DOCUMENT|DATA|CAIRN|WEB|IDEMPOTENCY|LOGIN|IMPORT|METRICS|PROMETHEUS)_?[A-Z_]*)"',
             BASE_SETTINGS,
         )
     )

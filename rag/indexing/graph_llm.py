@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from config.metrics import KIND_GRAPH_LLM, provider_call
 from documents.models import Document
 from rag.indexing.graph import MAX_NAME_LENGTH, PREDICATE_MENTIONS, entities_by_key
 from rag.models import Chunk, Entity, EntityKind, GraphExtraction, Mention, Relation
@@ -103,11 +104,13 @@ class LlmExtractor:
         self.calls += 1
         try:
             # The whole answer is needed before it can be read, so a failure mid-stream is retried like any other.
-            answer = retry.call_with_retries(
-                lambda: "".join(self.client.stream(messages, max_tokens=MAX_OUTPUT_TOKENS)),
-                max_retries=settings.RAG_LLM_MAX_RETRIES,
-                what=f"Graph extraction with {self.client.model}",
-            )
+            with provider_call(KIND_GRAPH_LLM, self.client.model):
+                answer = retry.call_with_retries(
+                    lambda: "".join(self.client.stream(messages, max_tokens=MAX_OUTPUT_TOKENS)),
+                    max_retries=settings.RAG_LLM_MAX_RETRIES,
+                    what=f"Graph extraction with {self.client.model}",
+                    metric=(KIND_GRAPH_LLM, self.client.model),
+                )
         except ProviderError as exc:
             logger.warning("graph llm: %s: %s; it gets the rules' facts only", chunk.label, exc)
             return None

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from config.metrics import KIND_EMBEDDING, provider_call
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
 from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
@@ -134,7 +135,10 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
 
     set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
     try:
-        vectors = provider.embed(list(missing.values())) if missing else []
+        vectors = []
+        if missing:
+            with provider_call(KIND_EMBEDDING, provider.model_id):
+                vectors = provider.embed(list(missing.values()))
     except ProviderError as exc:
         set_state([d.pk for d in todo], model_id, IndexState.FAILED, error=str(exc)[:2000])
         result.failed.update({d.pk: str(exc) for d in todo})

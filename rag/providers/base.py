@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from config.metrics import KIND_EMBEDDING
 from rag.providers import retry
 from rag.providers.errors import DimensionMismatchError, PermanentProviderError
 
@@ -51,7 +52,10 @@ class BatchedEmbeddingProvider(EmbeddingProvider):
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
             result = retry.call_with_retries(
-                functools.partial(self._embed_batch, batch), max_retries=self.max_retries, what=f"Embedding with {self.model_id}"
+                functools.partial(self._embed_batch, batch),
+                max_retries=self.max_retries,
+                what=f"Embedding with {self.model_id}",
+                metric=(KIND_EMBEDDING, self.model_id),
             )
             if len(result) != len(batch):
                 raise PermanentProviderError(f"Model {self.model_id} returned {len(result)} vectors for {len(batch)} inputs")

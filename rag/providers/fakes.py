@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 from django.conf import settings
 
+from config.metrics import record_tokens
 from rag.providers.base import EmbeddingProvider, Message
 from rag.providers.errors import ProviderError, TransientProviderError
 
@@ -30,6 +31,7 @@ class FakeEmbeddingProvider(EmbeddingProvider):
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         self.calls.append(list(texts))
+        record_tokens(self.model_id, input_tokens=sum(len(_WORD.findall(text)) for text in texts))
         if self.delay:
             time.sleep(self.delay)
         return [self._vector(text) for text in texts]
@@ -83,6 +85,12 @@ class FakeLLM:
             text = self.responses.pop(0)
         else:
             text = self.response if self.response is not None else self._answer(messages[-1]["content"])
+        # Words stand in for tokens, so the metrics of a test server move like a real model's.
+        record_tokens(
+            self.model,
+            input_tokens=sum(len(_WORD.findall(m["content"])) for m in messages),
+            output_tokens=len(_WORD.findall(text)),
+        )
         for count, start in enumerate(range(0, len(text), 4)):
             if self.fail_after is not None and count >= self.fail_after:
                 raise TransientProviderError("fake failure mid-stream")

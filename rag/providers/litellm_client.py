@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from types import ModuleType
 
+from config.metrics import record_tokens
 from rag.providers.base import BatchedEmbeddingProvider, Message
 from rag.providers.errors import (
     PermanentProviderError,
@@ -72,6 +73,8 @@ class LiteLLMEmbeddingProvider(BatchedEmbeddingProvider):
             )
         except Exception as exc:  # the network edge: every failure becomes a ProviderError
             raise provider_error(litellm, exc) from exc
+        usage = getattr(response, "usage", None)
+        record_tokens(self.model_id, input_tokens=getattr(usage, "prompt_tokens", None))
         data = sorted(response.data, key=lambda item: item["index"])
         return [item["embedding"] for item in data]
 
@@ -99,9 +102,22 @@ class LiteLLMClient:
         litellm = import_litellm()
         try:
             response = litellm.completion(
-                messages=messages, stream=True, max_tokens=max_tokens, temperature=0.1, **self._call_kwargs()
+                messages=messages,
+                stream=True,
+                # The last chunk then carries the call's token usage, for /metrics.
+                stream_options={"include_usage": True},
+                max_tokens=max_tokens,
+                temperature=0.1,
+                **self._call_kwargs(),
             )
             for chunk in response:
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    record_tokens(
+                        self.model,
+                        input_tokens=getattr(usage, "prompt_tokens", None),
+                        output_tokens=getattr(usage, "completion_tokens", None),
+                    )
                 choices = getattr(chunk, "choices", None) or []
                 text = getattr(choices[0].delta, "content", None) if choices else None
                 if text:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from config.metrics import PROVIDER_RETRIES
 from rag.providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,18 @@ def _should_retry(exc: ProviderError, attempt: int, max_retries: int, backoff: B
     return exc.transient and attempt < max_retries and (exc.retry_after or 0.0) <= backoff.max_retry_after
 
 
-def call_with_retries(call: Callable[[], T], *, max_retries: int, what: str, backoff: Backoff = BATCH) -> T:
-    """Run `call`, retrying transient ProviderErrors up to `max_retries` times; anything else propagates at once."""
+def _count_retry(metric: tuple[str, str] | None) -> None:
+    if metric is not None:
+        PROVIDER_RETRIES.labels(*metric).inc()
+
+
+def call_with_retries(
+    call: Callable[[], T], *, max_retries: int, what: str, backoff: Backoff = BATCH, metric: tuple[str, str] | None = None
+) -> T:
+    """Run `call`, retrying transient ProviderErrors up to `max_retries` times; anything else propagates at once.
+
+    `metric` is the (kind, model) each retry is counted under in `cairn_provider_retries_total`.
+    """
     attempt = 0
     while True:
         try:
@@ -58,12 +69,18 @@ def call_with_retries(call: Callable[[], T], *, max_retries: int, what: str, bac
                 raise
             delay = backoff.delay(attempt, exc.retry_after)
             logger.warning("%s failed (%s); retry %d/%d in %.2fs", what, exc, attempt + 1, max_retries, delay)
+            _count_retry(metric)
             sleep(delay)
             attempt += 1
 
 
 def stream_with_retries(
-    open_stream: Callable[[], Iterator[str]], *, max_retries: int, what: str, backoff: Backoff = INTERACTIVE
+    open_stream: Callable[[], Iterator[str]],
+    *,
+    max_retries: int,
+    what: str,
+    backoff: Backoff = INTERACTIVE,
+    metric: tuple[str, str] | None = None,
 ) -> Iterator[str]:
     """Yield from the stream `open_stream()` makes, retrying transient failures before its first piece.
 
@@ -82,5 +99,6 @@ def stream_with_retries(
                 raise
             delay = backoff.delay(attempt, exc.retry_after)
             logger.warning("%s failed before any text (%s); retry %d/%d in %.2fs", what, exc, attempt + 1, max_retries, delay)
+            _count_retry(metric)
             sleep(delay)
             attempt += 1

@@ -48,6 +48,12 @@ class SearchResult:
     documents: dict[uuid.UUID, Document]
     latency: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def total_ms(self) -> float:
+        """The whole search: its stages, but not keyword_ms when the keyword ranking ran beside the others (keyword_wait_ms)."""
+        parallel = self.latency.get("keyword_ms", 0.0) if "keyword_wait_ms" in self.latency else 0.0
+        return round(sum(self.latency.values()) - parallel, 2)
+
     def ranked(self, *, include_text: bool = True) -> list[RankedChunk]:
         """Best first, without hits whose document became invisible between ranking and loading."""
         return [

@@ -8,6 +8,7 @@ import numpy as np
 from django.core.cache import cache
 
 from config.errors import EmbeddingUnavailable
+from config.metrics import KIND_EMBEDDING, provider_call
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
 
@@ -25,7 +26,8 @@ def embed_query(query: str) -> list[float]:
     if cached is not None:
         return np.frombuffer(cached, dtype=np.float32).tolist()
     try:
-        vector = provider.embed_query(query)
+        with provider_call(KIND_EMBEDDING, provider.model_id):
+            vector = provider.embed_query(query)
     except ProviderError as exc:
         raise EmbeddingUnavailable(f"The embedding provider is unavailable: {exc}") from exc
     cache.set(key, np.asarray(vector, dtype=np.float32).tobytes(), QUERY_CACHE_SECONDS)

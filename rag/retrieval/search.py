@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models.expressions import RawSQL
 
 from config.errors import NoEmbeddings
+from config.metrics import record_search
 from documents.models import Document
 from documents.selectors import collection_get, document_get
 from permissions.models import User
@@ -143,7 +144,9 @@ def search(
     hits = hits[:limit]
     documents = _load(hits, scope)
     lap("load_ms")
-    return SearchResult(hits=hits, documents=documents, latency=lap.latency)
+    result = SearchResult(hits=hits, documents=documents, latency=lap.latency)
+    record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
+    return result
 
 
 def _load(hits: list[Hit], scope: SearchScope) -> dict[uuid.UUID, Document]:

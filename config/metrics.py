@@ -1,0 +1,184 @@
+"""Prometheus metrics: their definitions, the request middleware, and the protected `/metrics` view.
+
+Every layer records into the metrics defined here (config imports no app, so any module may import
+this one). Under gunicorn's several processes, and beside the Celery worker's, prometheus_client
+runs in multiprocess mode: `PROMETHEUS_MULTIPROC_DIR` (set by `make run`'s supervisor for all its
+children, before any of them imports prometheus_client) holds one file per process and metric
+type, and a scrape sums the files of every process. Without it a process serves its own registry.
+
+Gauges are not kept in processes at all (multiprocess mode would need a mode per gauge and a
+clean-up when a worker dies): what is a state rather than a count — documents per index state,
+tasks waiting in the queue — is read at scrape time by collectors the apps register
+(`register_scrape_collector`), so every scrape sees the database and broker as they are.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.views.decorators.http import require_safe
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.registry import Collector
+
+# Request and search latencies: a search answers in tens of milliseconds, an answer in seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+HTTP_REQUEST_SECONDS = Histogram(
+    "cairn_http_request_duration_seconds",
+    "Time from a request's arrival to its response (to the first event of a stream), by route pattern and status class.",
+    ["method", "endpoint", "status"],
+    buckets=LATENCY_BUCKETS,
+)
+SEARCH_SECONDS = Histogram(
+    "cairn_search_duration_seconds",
+    "Whole searches (rag.search, answers' retrieval, MCP), by mode.",
+    ["mode"],
+    buckets=LATENCY_BUCKETS,
+)
+SEARCH_STAGE_SECONDS = Histogram(
+    "cairn_search_stage_duration_seconds",
+    "Stages of a search (scope, embed, vector, keyword, keyword_wait, graph, fuse, load), by mode.",
+    ["mode", "stage"],
+    buckets=STAGE_BUCKETS,
+)
+SEARCH_ZERO_RESULTS = Counter("cairn_search_zero_results_total", "Searches that found nothing, by mode.", ["mode"])
+PROVIDER_CALLS = Counter(
+    "cairn_provider_calls_total",
+    "Calls to the embedding, LLM and rerank providers (retries included in the call), by outcome: ok, transient_error, permanent_error.",
+    ["kind", "model", "outcome"],
+)
+PROVIDER_CALL_SECONDS = Histogram(
+    "cairn_provider_call_duration_seconds",
+    "Duration of provider calls (for a streamed answer, until its last piece), by kind and model.",
+    ["kind", "model"],
+    buckets=LATENCY_BUCKETS,
+)
+PROVIDER_RETRIES = Counter(
+    "cairn_provider_retries_total", "Transient provider failures retried, by kind and model.", ["kind", "model"]
+)
+PROVIDER_TOKENS = Counter(
+    "cairn_provider_tokens_total",
+    "Tokens the providers reported using (input and output), by model, when they report it (the local model does not).",
+    ["model", "direction"],
+)
+
+KIND_EMBEDDING, KIND_LLM, KIND_RERANK, KIND_GRAPH_LLM = "embedding", "llm", "rerank", "graph_llm"
+
+
+def status_class(status: int) -> str:
+    return f"{status // 100}xx"
+
+
+@contextmanager
+def provider_call(kind: str, model: str) -> Iterator[None]:
+    """Count and time one provider call; a ProviderError's `transient` flag names the failure's kind."""
+    started = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield
+    except Exception as exc:
+        outcome = "transient_error" if getattr(exc, "transient", False) else "permanent_error"
+        raise
+    finally:
+        PROVIDER_CALL_SECONDS.labels(kind, model).observe(time.perf_counter() - started)
+        PROVIDER_CALLS.labels(kind, model, outcome).inc()
+
+
+def record_tokens(model: str, *, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
+    if input_tokens:
+        PROVIDER_TOKENS.labels(model, "input").inc(input_tokens)
+    if output_tokens:
+        PROVIDER_TOKENS.labels(model, "output").inc(output_tokens)
+
+
+def record_search(mode: str, *, stages_ms: dict[str, float], total_ms: float, results: int) -> None:
+    """One search: its stage latencies (milliseconds per `<stage>_ms`, as `SearchResult.latency`), its whole, and whether it found anything."""
+    for name, ms in stages_ms.items():
+        SEARCH_STAGE_SECONDS.labels(mode, name.removesuffix("_ms")).observe(ms / 1000)
+    SEARCH_SECONDS.labels(mode).observe(total_ms / 1000)
+    if not results:
+        SEARCH_ZERO_RESULTS.labels(mode).inc()
+
+
+def _endpoint(request: HttpRequest) -> str:
+    """The route pattern (`/api/rag.search`, `/doc/<uuid:document_id>`), never the raw path, so no id becomes a label."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None:
+        return "/" + match.route
+    if request.path.startswith("/" + settings.STATIC_URL.lstrip("/")):
+        return "static"
+    return "unmatched"
+
+
+class MetricsMiddleware:
+    """Times every request into `cairn_http_request_duration_seconds` (inside the request-id middleware, so its 500s count)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = self.get_response(request)
+            status = response.status_code
+            return response
+        finally:
+            HTTP_REQUEST_SECONDS.labels(request.method or "-", _endpoint(request), status_class(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+_scrape_collectors: list[Collector] = []
+
+
+def register_scrape_collector(collector: Collector) -> None:
+    """Add a collector read at each scrape (an app's gauges computed from the database or the broker)."""
+    if collector not in _scrape_collectors:
+        _scrape_collectors.append(collector)
+
+
+def scrape_registry() -> CollectorRegistry:
+    """What one scrape exposes: every process's metrics (multiprocess mode) or this process's, then the scrape-time gauges."""
+    # auto_describe off: collectors are not described up front, so the registries below nest without name checks.
+    registry = CollectorRegistry(auto_describe=False)
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        multiprocess.MultiProcessCollector(registry, path=settings.PROMETHEUS_MULTIPROC_DIR)
+    else:
+        registry.register(REGISTRY)
+    for collector in _scrape_collectors:
+        registry.register(collector)
+    return registry
+
+
+def _authorised(request: HttpRequest) -> bool:
+    if not settings.METRICS_TOKEN:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), settings.METRICS_TOKEN.encode())
+
+
+@require_safe
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """GET /metrics in Prometheus' text format: 404 unless METRICS_ENABLED, 401 without METRICS_TOKEN when one is set."""
+    if not settings.METRICS_ENABLED:
+        raise Http404("Metrics are disabled.")
+    if not _authorised(request):
+        response = HttpResponse("A metrics token is required: Authorization: Bearer <METRICS_TOKEN>.\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(scrape_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,174 @@
+"""/metrics in-process: who may read it, what its labels are, and the JSON log format."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from config.logs import JsonFormatter
+from config.middleware import RequestIdFilter
+from permissions.services import api_token_create
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "metrics-token-0123456789"
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def request_count(text: str, endpoint: str, status: str, method: str = "GET") -> float:
+    key = (
+        "cairn_http_request_duration_seconds_count",
+        frozenset({"endpoint": endpoint, "status": status, "method": method}.items()),
+    )
+    return samples(text).get(key, 0.0)
+
+
+@pytest.fixture
+def open_metrics(settings):
+    settings.METRICS_ENABLED, settings.METRICS_TOKEN = True, ""
+
+
+@pytest.fixture
+def token_metrics(settings):
+    settings.METRICS_ENABLED, settings.METRICS_TOKEN = True, TOKEN
+
+
+@pytest.mark.django_db
+def test_metrics_are_not_found_when_disabled(settings, client):
+    settings.METRICS_ENABLED = False
+    assert client.get("/metrics").status_code == 404
+
+
+@pytest.mark.django_db
+def test_metrics_are_served_without_a_token_when_enabled_and_none_is_set(open_metrics, client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")
+
+
+@pytest.mark.django_db
+def test_metrics_without_the_token_are_unauthorized(token_metrics, client):
+    response = client.get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="metrics"'
+
+
+@pytest.mark.django_db
+def test_metrics_with_a_wrong_token_are_unauthorized(token_metrics, client):
+    assert client.get("/metrics", headers={"Authorization": "Bearer " + TOKEN[:-1] + "x"}).status_code == 401
+
+
+@pytest.mark.django_db
+def test_metrics_with_an_api_token_instead_are_unauthorized(token_metrics, client, cast):
+    api_token = api_token_create(user=cast.alice, scope="read").plaintext
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {api_token}"}).status_code == 401
+
+
+@pytest.mark.django_db
+def test_metrics_with_the_token_are_served(token_metrics, client):
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+
+
+@pytest.mark.django_db
+def test_metrics_accept_only_safe_methods(open_metrics, client):
+    assert client.post("/metrics").status_code == 405
+
+
+def metrics_settings(**env: str) -> subprocess.CompletedProcess:
+    script = "from django.conf import settings; print(settings.METRICS_ENABLED)"
+    environment = {**os.environ, "SECRET_KEY": "x" * 50, "DATABASE_URL": "postgres://x@127.0.0.1:1/x", **env}
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("env", "enabled"),
+    [
+        ({"DJANGO_SETTINGS_MODULE": "config.settings.production"}, "False"),
+        ({"DJANGO_SETTINGS_MODULE": "config.settings.production", "METRICS_TOKEN": TOKEN}, "True"),
+        ({"DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "true"}, "True"),
+        ({"DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "true", "METRICS_ENABLED": "false"}, "False"),
+    ],
+)
+def test_metrics_are_on_by_default_only_with_debug_or_a_token(env, enabled):
+    result = metrics_settings(**env)
+    assert result.stdout.strip() == enabled, result.stderr
+
+
+def test_a_short_metrics_token_stops_start_up():
+    result = metrics_settings(DJANGO_SETTINGS_MODULE="config.settings.local", METRICS_TOKEN="short")
+    assert "METRICS_TOKEN must be at least 16 characters" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_request_is_labelled_by_its_route_pattern_not_its_path(open_metrics, client):
+    before = client.get("/metrics").content.decode()
+    client.get(f"/doc/{uuid.uuid4()}")
+    after = client.get("/metrics").content.decode()
+    # Signed out: a redirect to the sign-in page.
+    assert request_count(after, "/doc/<uuid:document_id>", "3xx") == request_count(before, "/doc/<uuid:document_id>", "3xx") + 1
+
+
+@pytest.mark.django_db
+def test_an_unknown_path_is_labelled_unmatched(open_metrics, client):
+    before = request_count(client.get("/metrics").content.decode(), "unmatched", "4xx", "POST")
+    client.post(f"/api/no.such.{uuid.uuid4().hex}")
+    after = request_count(client.get("/metrics").content.decode(), "unmatched", "4xx", "POST")
+    assert after == before + 1
+
+
+@pytest.mark.django_db
+def test_index_states_are_counted_at_scrape_time(open_metrics, client, cast):
+    from rag.indexing.pipeline import index_documents
+    from tests.factories import DocumentFactory
+
+    document = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text="Owls hunt at night.")
+    index_documents(document_ids=[document.pk])
+    values = samples(client.get("/metrics").content.decode())
+    assert values[("cairn_index_documents", frozenset({"model": "fake-embedding", "state": "indexed"}.items()))] == 1
+
+
+def json_line(message: str, *args, **extra) -> dict:
+    record = logging.LogRecord("rag.search", logging.INFO, __file__, 1, message, args, None)
+    record.__dict__.update(extra)
+    RequestIdFilter().filter(record)
+    return json.loads(JsonFormatter().format(record))
+
+
+def test_a_json_log_line_has_the_standard_fields():
+    line = json_line("found %d", 3)
+    assert {k: line[k] for k in ("level", "logger", "message", "request_id")} == {
+        "level": "INFO",
+        "logger": "rag.search",
+        "message": "found 3",
+        "request_id": "-",
+    }
+
+
+def test_a_json_log_line_keeps_extra_fields_and_writes_what_json_cannot_hold_as_text():
+    some_id = uuid.uuid4()
+    assert json_line("x", results=0, document=some_id)["document"] == str(some_id)
+
+
+def test_a_json_log_line_carries_the_exception():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    assert "ValueError: boom" in json.loads(JsonFormatter().format(record))["exception"]
