@@ -75,31 +75,3 @@ def spread_documents(ranked: Sequence[_Id], document_of: Mapping[_Id, object], *
         taken[document] = taken.get(document, 0) + 1
         (first if taken[document] <= per_document else later).append(item)
     return first + later
-
-
-def with_document_evidence(
-    fused: Sequence[tuple[_Id, float]],
-    rankings: Sequence[Sequence[tuple[_Id, float]]],
-    *,
-    weights: Sequence[float],
-    document_of: Mapping[_Id, object],
-    share: float,
-) -> list[tuple[_Id, float]]:
-    """Move each chunk's fused score `share` of the way towards its document's: the weighted mean of
-    each ranking's best relevance among that document's chunks.
-
-    A document whose best vector match and best keyword match are different chunks is supported by
-    both, though no single chunk is; its chunks rise together (their own scores still order them).
-    """
-    total = sum(weights)
-    best: dict[object, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        per_document: dict[object, float] = {}
-        for item, relevance in ranking:
-            document = document_of.get(item, item)
-            per_document[document] = max(per_document.get(document, 0.0), min(1.0, max(0.0, relevance)))
-        for document, relevance in per_document.items():
-            best[document] = best.get(document, 0.0) + weight * relevance / total
-    rescored = [(item, score + share * (best.get(document_of.get(item, item), score) - score)) for item, score in fused]
-    order = {item: i for i, (item, _) in enumerate(fused)}
-    return sorted(rescored, key=lambda pair: (-pair[1], order[pair[0]]))

@@ -20,7 +20,7 @@ from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
-from rag.retrieval.fusion import relevance_fusion, spread_documents, with_document_evidence
+from rag.retrieval.fusion import relevance_fusion, spread_documents
 from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
@@ -35,7 +35,6 @@ GRAPH_SEED_CHUNKS = 3
 # How much more the graph weighs when the question names a document by its title (chosen on the
 # train splits: SciFact's claims name no titles, 2WikiMultiHopQA's questions do; docs/benchmarks.md).
 GRAPH_TITLE_BOOST = 8.0
-DOCUMENT_EVIDENCE = 0.0
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
 
@@ -129,15 +128,10 @@ def search(
             lap("graph_ms")
         if not any(used):  # only the graph was weighted, and it is switched off
             used = [1.0] * len(rankings)
-        fused_list = relevance_fusion(rankings, weights=used)
-        document_of = dict(Chunk.objects.filter(pk__in=[c for c, _ in fused_list]).values_list("pk", "document_id"))
-        if DOCUMENT_EVIDENCE:
-            fused_list = with_document_evidence(
-                fused_list, rankings, weights=used, document_of=document_of, share=DOCUMENT_EVIDENCE
-            )
-        fused = dict(fused_list)
+        fused = dict(relevance_fusion(rankings, weights=used))
         order = list(fused)
         if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
+            document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
             order = spread_documents(order, document_of, per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT)
         hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
         lap("fuse_ms")
