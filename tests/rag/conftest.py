@@ -6,6 +6,7 @@ import pytest
 
 from rag.indexing.pipeline import index_documents
 from rag.providers import fakes, retry
+from tests.browser import tracker  # noqa: F401  (the browser tests' fixture)
 from tests.factories import CollectionFactory, DocumentFactory
 from tests.rag.texts import OWLS, SECRET, VOLCANO
 

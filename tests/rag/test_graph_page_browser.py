@@ -9,9 +9,6 @@ strict CSP without a single violation, and no request leaves the origin.
 from __future__ import annotations
 
 import os
-import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
@@ -19,13 +16,12 @@ import pytest
 from documents.models import Document
 from rag.indexing.pipeline import index_documents
 from rag.models import Entity
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, Pixel
 from tests.factories import CollectionFactory, DocumentFactory
 from tests.servers import GunicornServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PASSWORD = "correct horse battery"
 HIDDEN = {"Project Nightjar", "Margaret Hamilton", "Boris Spassky"}
 
@@ -35,32 +31,6 @@ window.__cspViolations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
 """
 DRAWN_NAMES = "() => window.cairnGraph.nodes().map((n) => n.data('name')).sort()"
-
-
-class Pixel(BaseHTTPRequestHandler):
-    """A would-be tracker: counts every request that reaches it."""
-
-    hits: list[str] = []
-
-    def do_GET(self):
-        Pixel.hits.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Type", "image/gif")
-        self.end_headers()
-        self.wfile.write(b"GIF89a")
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def tracker():
-    Pixel.hits = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Pixel)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
 
 
 @pytest.fixture

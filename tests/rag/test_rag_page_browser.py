@@ -8,50 +8,20 @@ page as docs/rag-page.png (the README's screenshot).
 from __future__ import annotations
 
 import os
-import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from documents.management.commands.setup_demo import DEMO_DIR
 from rag.indexing.pipeline import index_documents
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, Pixel
 from tests.factories import DocumentFactory
 from tests.servers import GunicornServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PASSWORD = "correct horse battery"
-
-
-class Pixel(BaseHTTPRequestHandler):
-    """A would-be tracker: counts every request that reaches it."""
-
-    hits: list[str] = []
-
-    def do_GET(self):
-        Pixel.hits.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Type", "image/gif")
-        self.end_headers()
-        self.wfile.write(b"GIF89a")
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def tracker():
-    Pixel.hits = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Pixel)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
 
 
 @pytest.fixture
