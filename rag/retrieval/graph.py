@@ -34,7 +34,7 @@ NEXT_HOP_FRONTIER = 10
 # and by its best-reached entity only: naming many related names is what keyword search already sees.
 MENTION_FACTOR = 0.3
 SAME_DOCUMENT_DECAY = 0.5
-HUB_DISCOUNT = True
+# A hub's visible mentions are counted up to this many: enough to tell it from a specific name, bounded per hop.
 HUB_COUNT_CAP = 200
 
 
@@ -124,7 +124,8 @@ def _spread(
                             WHERE r.target_id = s.id AND r.model_id = %(model)s GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
                     GROUP BY n.id)
-                    SELECT r.id, r.score * CASE WHEN %(hub)s THEN ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s) ELSE 1 END
+                    -- A reached entity counts by its specificity among the visible passages (an IDF): a hub adds little.
+                    SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s)
                     FROM reached r, LATERAL (
                         SELECT count(*) AS n FROM (
                             SELECT 1 FROM graph_mentions m
@@ -136,7 +137,6 @@ def _spread(
                     "weights": weights,
                     "model": model_id,
                     "neighbours": NEIGHBOURS_PER_ENTITY,
-                    "hub": HUB_DISCOUNT,
                     "n": float(max(scope_chunks, 2)),
                     "cap": HUB_COUNT_CAP,
                 },
