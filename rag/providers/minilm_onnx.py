@@ -119,7 +119,7 @@ def build_graph(w: MiniLMWeights) -> onnx.ModelProto:
     return model
 
 
-def _session(model: onnx.ModelProto, *, threads: int) -> ort.InferenceSession:
+def _session(model: bytes, *, threads: int) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -128,17 +128,19 @@ def _session(model: onnx.ModelProto, *, threads: int) -> ort.InferenceSession:
     # loaded machine). Without spinning, a busy core costs little: the calling thread takes back
     # the work a descheduled pool thread has not started.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 class OnnxMiniLM(MiniLMEncoder):
-    """Loading takes ~1 s and ~150 MB; use `rag.providers.local.load_local_model()` to share one."""
+    """Loading takes ~1 s and ~200 MB resident; use `rag.providers.local.load_local_model()` to share one."""
 
     def __init__(self, *, threads: int) -> None:
         super().__init__()
         self.threads = threads
+        # The weights and the graph are temporaries, freed once serialised: only the session keeps a copy.
+        model = build_graph(MiniLMWeights.load()).SerializeToString()
         # onnxruntime sessions are safe to run from several threads at once (gthread web workers).
-        self._session = _session(build_graph(MiniLMWeights.load()), threads=threads)
+        self._session = _session(model, threads=threads)
 
     def encode_query(self, text: str) -> np.ndarray:
         ids = np.array([self._encoder_tokenizer.encode(text).ids], dtype=np.int64)
