@@ -120,8 +120,7 @@ class MiniLMEncoder:
     """Tokenisation and length-sorted batching; a subclass runs the forward pass on one padded batch."""
 
     def __init__(self) -> None:
-        self.config = MiniLMConfig.load()
-        self.dimension = self.config.dimension
+        self.dimension = MiniLMConfig.load().dimension
         self.max_seq_length = MAX_SEQ_LENGTH
         self.tokenizer = get_local_tokenizer()
         self._encoder_tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
