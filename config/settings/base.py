@@ -326,6 +326,14 @@ RAG_LLM_MAX_RETRIES = _positive_int("RAG_LLM_MAX_RETRIES", 1, minimum=0)
 RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 # Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
+# Neighbouring context: a passage cut mid-thought is widened with up to this many chunks on each side
+# (0: never), adding at most RAG_ANSWER_CONTEXT_TOKENS tokens to one answer's passages together.
+RAG_ANSWER_NEIGHBOURS = _positive_int("RAG_ANSWER_NEIGHBOURS", 1, minimum=0)
+if RAG_ANSWER_NEIGHBOURS > 5:
+    raise ImproperlyConfigured(f"RAG_ANSWER_NEIGHBOURS must be at most 5, got {RAG_ANSWER_NEIGHBOURS}")
+RAG_ANSWER_CONTEXT_TOKENS = _positive_int("RAG_ANSWER_CONTEXT_TOKENS", 256, minimum=0)
+# Evidence whose newest document version is older than this many days lowers an answer's confidence (0: never).
+RAG_ANSWER_STALE_DAYS = _positive_int("RAG_ANSWER_STALE_DAYS", 365, minimum=0)
 RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).

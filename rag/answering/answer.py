@@ -15,8 +15,9 @@ from django.conf import settings
 from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
 from rag.answering.citations import CitationFilter, clean_citations
+from rag.answering.confidence import Assessment
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
-from rag.answering.passages import Retrieval, ms_since
+from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
 from rag.models import Confidence, QueryLog
@@ -39,6 +40,19 @@ def _metered(pieces: Iterator[str], model: str) -> Iterator[str]:
 def _pieces(text: str) -> Iterator[str]:
     """Stream an answer the server wrote itself a line at a time."""
     yield from text.splitlines(keepends=True)
+
+
+def answer_confidence(passages: dict[int, Passage], *, mode: str, cited: list[int]) -> Assessment:
+    """Confidence in the answer as made: the evidence of the passages it cites (of all of them when it
+    cites none), then what the way it was made imposes."""
+    assessment = passages_confidence([passages[n] for n in cited] or list(passages.values()))
+    if mode == MODE_INSUFFICIENT:
+        return assessment.overruled(Confidence.INSUFFICIENT, "No sentence of the passages answers the question")
+    if not cited and mode == MODE_GENERATED:
+        return assessment.overruled(Confidence.LOW, "The generated answer cites no passage, so it cannot be traced")
+    if assessment.level == Confidence.INSUFFICIENT:
+        return assessment.overruled(Confidence.LOW, "The answer cites only passages below the evidence threshold")
+    return assessment
 
 
 def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, dict]]:
@@ -110,11 +124,8 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
                 close()
         answer, cited = clean_citations(answer, set(passages))
         citations = [passages[n].citation() for n in sorted(cited)]
-        confidence = str(retrieval.confidence)
-        if mode == MODE_GENERATED and not cited:
-            confidence = str(Confidence.LOW)  # an uncited answer cannot be traced to its sources
-        elif mode == MODE_INSUFFICIENT:
-            confidence = str(Confidence.INSUFFICIENT)
+        assessment = answer_confidence(passages, mode=mode, cited=cited)
+        confidence, factors = str(assessment.level), assessment.factors
         latency["generationMs"] = ms_since(generation_started)
         latency["totalMs"] = ms_since(retrieval.started)
         log.answer, log.mode, log.confidence, log.citations = answer, mode, confidence, citations
@@ -123,13 +134,21 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         logged = True
         yield (
             "metadata",
-            {"id": str(log.pk), "confidence": confidence, "mode": mode, "passages": len(passages), "latency": latency},
+            {
+                "id": str(log.pk),
+                "confidence": confidence,
+                "confidenceFactors": factors,
+                "mode": mode,
+                "passages": len(passages),
+                "latency": latency,
+            },
         )
         result = {
             "id": str(log.pk),
             "answer": answer,
             "citations": citations,
             "confidence": confidence,
+            "confidenceFactors": factors,
             "mode": mode,
             "latency": latency,
         }

@@ -11,14 +11,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from config.metrics import KIND_RERANK, provider_call
 from documents.selectors import source_pages
 from permissions.models import User
-from rag.models import Confidence
+from rag.answering.confidence import Assessment, Evidence, assess_confidence
+from rag.answering.context import widen_passages
 from rag.providers.errors import ProviderError
 from rag.providers.llm import get_reranker
 from rag.providers.retry import INTERACTIVE, call_with_retries
@@ -48,6 +51,15 @@ class Passage:
     text: str
     # The PDF page the passage starts on, when its document version was imported from a PDF.
     page: int | None = None
+    # When the passage's document version was saved (the document's updatedAt): its recency as evidence.
+    updated_at: datetime | None = None
+    # The matched chunk's own span; `start`/`end`/`text` are wider when neighbouring context was added.
+    chunk_start: int = -1
+    chunk_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.chunk_start < 0:
+            self.chunk_start, self.chunk_end = self.start, self.end
 
     def citation(self) -> dict:
         return {
@@ -57,10 +69,15 @@ class Passage:
             "chunkIndex": self.chunk_index,
             "start": self.start,
             "end": self.end,
+            "chunkStart": self.chunk_start,
+            "chunkEnd": self.chunk_end,
             "score": round(self.score, 6),
             "context": self.text,
             "page": self.page,
         }
+
+    def evidence(self) -> Evidence:
+        return Evidence(similarity=self.similarity, document_id=self.document_id, version_time=self.updated_at)
 
 
 @dataclass
@@ -124,21 +141,14 @@ def ms_since(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
 
 
-def evidence_confidence(similarities: list[float], *, min_score: float) -> str:
-    """How well the passages support an answer, from their cosine similarity to the question.
-
-    Nothing at or above `min_score` is insufficient. Above it, confidence grows with how far the best
-    passage clears the threshold (as a share of the room left above it) and with a second supporting passage.
-    """
-    supporting = sorted((s for s in similarities if s >= min_score), reverse=True)
-    if not supporting:
-        return Confidence.INSUFFICIENT
-    strength = (supporting[0] - min_score) / max(1e-9, 1.0 - min_score)
-    if strength >= 0.4 and len(supporting) >= 2:
-        return Confidence.HIGH
-    if strength >= 0.15:
-        return Confidence.MEDIUM
-    return Confidence.LOW
+def passages_confidence(passages: list[Passage]) -> Assessment:
+    """How well `passages` support an answer, and why (the rule is in rag.answering.confidence)."""
+    return assess_confidence(
+        [p.evidence() for p in passages],
+        threshold=settings.RAG_ANSWER_MIN_SCORE,
+        stale_after_days=settings.RAG_ANSWER_STALE_DAYS,
+        now=timezone.now(),
+    )
 
 
 def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID]) -> dict[int, float]:
@@ -220,12 +230,16 @@ def retrieve(
                 score=scores[hit.chunk_id],
                 similarity=similarity[hit.chunk_id],
                 text=hit.text,
+                updated_at=document.updated_at,
             )
         )
+    latency["evidenceMs"] = ms_since(lap)
+    lap = time.perf_counter()
+    widen_passages(user=user, passages=passages)
+    latency["contextMs"] = ms_since(lap)
     pages = source_pages(citations=[(p.document_id, p.version, p.start) for p in passages])
     for passage in passages:
         passage.page = pages.get((passage.document_id, passage.version, passage.start))
-    confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
-    latency["evidenceMs"] = ms_since(lap)
+    confidence = passages_confidence(passages).level
     facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED else []
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

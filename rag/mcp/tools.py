@@ -190,8 +190,10 @@ TOOLS: dict[str, Tool] = {
             title="Answer a question with citations",
             description="Answer a question from the passages you may read. The answer cites passages as [n]; each "
             "citation gives the document (id, title, url), version, chunkIndex, character offsets and the quoted "
-            "passage (context). confidence is high, medium, low or insufficient (then the answer says there is not "
-            "enough information). The same as POST /api/rag.answer.",
+            "passage (context, widened with neighbouring text when the passage was cut mid-thought). confidence is "
+            "high, medium, low or insufficient (then the answer says there is not enough information); "
+            "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
+            "supporting version, and the reasons). The same as POST /api/rag.answer.",
             input=AnswerInput,
             arguments={
                 "query": _QUERY,

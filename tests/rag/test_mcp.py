@@ -258,7 +258,19 @@ def test_answer_cites_only_passages_the_user_may_read(cast, corpus, server):
     assert {citation["document"]["title"] for citation in answer["citations"]} <= {"Owls", "Volcanoes"}
     assert "4711" not in json.dumps(answer)
     citation = answer["citations"][0]
-    assert set(citation) == {"n", "document", "version", "chunkIndex", "start", "end", "score", "context", "page"}
+    assert set(citation) == {
+        "n",
+        "document",
+        "version",
+        "chunkIndex",
+        "start",
+        "end",
+        "chunkStart",
+        "chunkEnd",
+        "score",
+        "context",
+        "page",
+    }
     assert citation["document"]["id"] == str(corpus["owls"].pk) and "Owls hunt mice" in citation["context"]
 
 

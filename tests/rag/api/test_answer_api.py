@@ -44,7 +44,7 @@ def test_citations_map_to_the_passages_the_server_supplied(cast, api_for, corpus
     response = api_for(cast.bob).post("rag.answer", {"query": "Owls hunt mice; volcanoes erupt lava", "limit": 2})
     assert response.status_code == 200, response.content
     data = response.json()["data"]
-    assert set(data) == {"id", "answer", "citations", "confidence", "mode", "latency"}
+    assert set(data) == {"id", "answer", "citations", "confidence", "confidenceFactors", "mode", "latency"}
     assert data["mode"] == "generated" and data["answer"] == fake_llm.response
     prompt = fake_llm.calls[0][1]["content"]
     passages = dict(re.findall(r'<<<passage \w+ n=(\d+) title="([^"]*)">>>', prompt))
@@ -373,6 +373,9 @@ def test_the_schema_documents_the_answer_endpoints(client, db):
         ("RAG_LLM_TIMEOUT", "0", "RAG_LLM_TIMEOUT must be between"),
         ("RAG_LLM_MAX_RETRIES", "-1", "RAG_LLM_MAX_RETRIES must be at least 0"),
         ("RAG_ANSWER_MIN_SCORE", "high", "RAG_ANSWER_MIN_SCORE has an invalid value"),
+        ("RAG_ANSWER_NEIGHBOURS", "9", "RAG_ANSWER_NEIGHBOURS must be at most 5"),
+        ("RAG_ANSWER_CONTEXT_TOKENS", "-1", "RAG_ANSWER_CONTEXT_TOKENS must be at least 0"),
+        ("RAG_ANSWER_STALE_DAYS", "a year", "RAG_ANSWER_STALE_DAYS has an invalid value"),
     ],
 )
 def test_a_bad_answer_setting_fails_at_start_up(name, value, message):
