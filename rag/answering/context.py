@@ -1,8 +1,9 @@
 """Neighbouring context: a passage cut mid-thought is widened with the chunks beside it in its version.
 
-A chunk ends where the chunker's token budget ran out. Most end at a sentence, but a sentence longer
-than a chunk, a code block or a table split by lines, a list, or a lead-in ending in ":" leave a
-passage cut mid-thought, and an answer built on half a sentence guesses the rest. Such a passage is
+A chunk ends where the chunker's token budget ran out. Most end at a sentence or a block, but a
+sentence longer than a chunk, a code block, a table or a list split by lines, or a lead-in ending in
+":" leave a passage cut mid-thought, and an answer built on half a sentence guesses the rest (or on a
+table row without its header). Such a passage is
 widened, before the prompt is built, with the text of its neighbouring chunks (at most
 `RAG_ANSWER_NEIGHBOURS` on each side) of the same document version and section: just far enough to
 complete the thought, or as far as the budget reaches when nothing nearer completes it. All the
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Substr
 
 from documents.models import Document
@@ -55,6 +56,11 @@ _FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})(.*)$", re.M)
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.M)
 # Punctuation that continues a thought begun before it.
 _CONTINUING = ",;:)]}"
+# A list item or a table row: one of several lines that belong together.
+_BLOCK_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]|\|")
+# A blank line after a text (at the start of what follows it), or before one: the end of a block.
+_BLANK_LINE_FIRST = re.compile(r"[ \t]*\n[ \t]*\n")
+_BLANK_LINE_LAST = re.compile(r"\n[ \t]*\n[ \t]*\Z")
 
 
 def _cut_code_block(text: str) -> str | None:
@@ -72,24 +78,34 @@ def _cut_code_block(text: str) -> str | None:
     return "end" if opens else "start"
 
 
-def ends_mid_thought(text: str) -> bool:
-    """Whether `text` stops before its thought does: inside a code block, or not at a sentence end."""
+def ends_mid_thought(text: str, following: str | None = None) -> bool:
+    """Whether `text` stops before its thought does: inside a code block, after a lead-in (":"), or
+    neither at a sentence end nor at the end of its block (`following`, the text after it, when known,
+    starts with a blank line: a list, a table or a line without a full stop may end there)."""
     stripped = text.strip()
     if not stripped:
         return False
     if _cut_code_block(stripped) == "end":
         return True
-    if _FENCE.fullmatch(stripped.rsplit("\n", 1)[-1]):
-        return False  # a code block closes here
-    return _SENTENCE_END_AT_END.search(stripped) is None
+    if _FENCE.fullmatch(stripped.rsplit("\n", 1)[-1]) or _SENTENCE_END_AT_END.search(stripped):
+        return False  # a code block closes here, or a sentence ends
+    if stripped.endswith(":"):
+        return True
+    return following is None or _BLANK_LINE_FIRST.match(following) is None
 
 
-def starts_mid_thought(text: str) -> bool:
-    """Whether `text` begins inside a thought: inside a code block, or with a lower-case word or continuing punctuation."""
+def starts_mid_thought(text: str, preceding: str | None = None) -> bool:
+    """Whether `text` begins inside a thought: inside a code block, or, unless it starts a block
+    (`preceding`, the text before it, when known, ends with a blank line), with a lower-case word,
+    continuing punctuation, or a list item or table row whose list or table began before it."""
     stripped = text.strip()
     if not stripped:
         return False
-    return _cut_code_block(stripped) == "start" or stripped[0].islower() or stripped[0] in _CONTINUING
+    if _cut_code_block(stripped) == "start":
+        return True
+    if preceding is not None and _BLANK_LINE_LAST.search(preceding):
+        return False
+    return stripped[0].islower() or stripped[0] in _CONTINUING or _BLOCK_ITEM.match(stripped) is not None
 
 
 def _end_points(after: str) -> Iterator[int]:
@@ -130,7 +146,7 @@ class _Tokens:
 
 def widen_after(text: str, after: str, budget: int) -> tuple[int, int]:
     """How many characters of `after` complete `text`'s thought within `budget` tokens, and their tokens."""
-    if not after or budget <= 0 or not ends_mid_thought(text):
+    if not after or budget <= 0 or not ends_mid_thought(text, after):
         return 0, 0
     tokens = _Tokens(after)
     best = 0
@@ -138,14 +154,15 @@ def widen_after(text: str, after: str, budget: int) -> tuple[int, int]:
         if tokens.before(point) > budget:
             break
         best = point
-        if not ends_mid_thought(text + after[:point]):
+        # Past the last point what follows is not known (the reach ends there): it cannot end a block.
+        if not ends_mid_thought(text + after[:point], after[point:] or None):
             break
     return best, tokens.before(best)
 
 
 def widen_before(text: str, before: str, budget: int) -> tuple[int, int]:
     """How many characters at the end of `before` complete `text`'s thought within `budget` tokens, and their tokens."""
-    if not before or budget <= 0 or not starts_mid_thought(text):
+    if not before or budget <= 0 or not starts_mid_thought(text, before):
         return 0, 0
     tokens = _Tokens(before)
     best = len(before)
@@ -153,7 +170,7 @@ def widen_before(text: str, before: str, budget: int) -> tuple[int, int]:
         if tokens.after(point) > budget:
             break
         best = point
-        if not starts_mid_thought(before[point:] + text):
+        if not starts_mid_thought(before[point:] + text, before[:point] or None):
             break
     return len(before) - best, tokens.after(best)
 
@@ -207,24 +224,27 @@ def _reaches(user: User, passages: Sequence[Passage], neighbours: int) -> list[_
 
 
 def _surroundings(user: User, reaches: list[_Reach]) -> dict[int, tuple[str, str]]:
-    """The version text before and after each passage, up to its reach: one query per document."""
-    by_document: dict[tuple[uuid.UUID, int], list[_Reach]] = {}
+    """The version text before and after each passage, up to its reach, in one query."""
+    spans = {}
     for reach in reaches:
-        by_document.setdefault((reach.passage.document_id, reach.passage.version), []).append(reach)
+        p = reach.passage
+        # Only the passage's own document at the passage's version: a newer version's text is not the cited one.
+        here = Q(pk=p.document_id, version=p.version)
+        # SQL substrings count characters from 1, as Python's offsets count them from 0.
+        spans[f"before_{p.n}"] = Case(When(here, then=Substr("text", reach.low + 1, p.start - reach.low)), default=Value(""))
+        spans[f"after_{p.n}"] = Case(When(here, then=Substr("text", p.end + 1, reach.high - p.end)), default=Value(""))
+    if not spans:
+        return {}
+    rows = (
+        Document.objects.visible_to(user).filter(pk__in={r.passage.document_id for r in reaches}).values("pk", "version", **spans)
+    )
     texts: dict[int, tuple[str, str]] = {}
-    for (document_id, version), group in by_document.items():
-        spans = {}
-        for reach in group:
+    for row in rows:
+        for reach in reaches:
             p = reach.passage
-            # SQL substrings count characters from 1, as Python's offsets count them from 0.
-            spans[f"before_{p.n}"] = Substr("text", reach.low + 1, max(0, p.start - reach.low))
-            spans[f"after_{p.n}"] = Substr("text", p.end + 1, max(0, reach.high - p.end))
-        row = Document.objects.visible_to(user).filter(pk=document_id, version=version).values(**spans).first()
-        if row is None:
-            continue  # gone from view, or a newer version since the passage was ranked: not widened
-        for reach in group:
-            n = reach.passage.n
-            texts[n] = (row[f"before_{n}"] or "", row[f"after_{n}"] or "")
+            # A document gone from view, or at a newer version since the passage was ranked, has no row here: not widened.
+            if (p.document_id, p.version) == (row["pk"], row["version"]):
+                texts[p.n] = (row[f"before_{p.n}"], row[f"after_{p.n}"])
     return texts
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from documents.models import Document
 from rag.answering.context import ends_mid_thought, starts_mid_thought, widen_after, widen_before, widen_passages
-from rag.answering.passages import retrieve
+from rag.answering.passages import Passage, retrieve
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
 from tests.factories import DocumentFactory
@@ -28,8 +28,9 @@ CUT_QUESTION = "Which owls of the northern forest hunt mice and voles and shrews
         ('He said "go."', False, False),
         ("Owls hunt mice and", True, False),
         ("Follow these steps:", True, False),
-        ("- apples\n- pears", True, False),
-        ("| a | b |\n| 1 | 2 |", True, False),
+        # Without the text around them, a list or a table may go on at either end.
+        ("- apples\n- pears", True, True),
+        ("| a | b |\n| 1 | 2 |", True, True),
         ("and voles at night.", False, True),
         (", which they swallow whole.", False, True),
         ("Run this:\n```python\nimport owls", True, False),
@@ -40,6 +41,39 @@ CUT_QUESTION = "Which owls of the northern forest hunt mice and voles and shrews
 def test_it_tells_a_passage_cut_mid_thought_from_a_whole_one(text, ends_cut, starts_cut):
     assert ends_mid_thought(text) is ends_cut
     assert starts_mid_thought(text) is starts_cut
+
+
+@pytest.mark.parametrize(
+    ("text", "following", "cut"),
+    [
+        ("- apples\n- pears", "\n\nFruit is good.", False),
+        ("- apples\n- pears", "\n- plums", True),
+        ("| 1 | 2 |", "\n\n## Next", False),
+        ("| 1 | 2 |", "\n| 3 | 4 |", True),
+        ("Follow these steps:", "\n\n- feed the owls", True),
+    ],
+)
+def test_a_list_or_table_that_ends_at_a_blank_line_is_whole(text, following, cut):
+    assert ends_mid_thought(text, following) is cut
+
+
+@pytest.mark.parametrize(
+    ("preceding", "text", "cut"),
+    [
+        ("| h | i |\n|---|---|\n", "| 1 | 2 |", True),
+        ("Some words.\n\n", "| 1 | 2 |", False),
+        ("- apples\n", "- pears", True),
+        ("Intro.\n\n", "and more", False),
+    ],
+)
+def test_a_row_or_item_whose_table_or_list_began_before_starts_mid_thought(preceding, text, cut):
+    assert starts_mid_thought(text, preceding) is cut
+
+
+def test_a_table_row_is_widened_back_to_the_table_s_header():
+    before = "Sizes of owls:\n\n| owl | cm |\n|---|---|\n| barn | 35 |\n"
+    added, _ = widen_before("| snowy | 60 |", before, budget=100)
+    assert before[len(before) - added :] == "| owl | cm |\n|---|---|\n| barn | 35 |\n"
 
 
 def test_widening_after_stops_at_the_first_sentence_end_that_completes_the_thought():
@@ -180,3 +214,47 @@ def test_a_passage_of_an_older_version_is_not_widened_with_the_new_text(cast, cu
     Document.objects.filter(pk=cut_document.pk).update(version=cut_document.version + 1, text="Rewritten. " + OWLS)
     widen_passages(user=cast.bob, passages=[passage])
     assert passage.text == chunk.chunk_text
+
+
+def passage_from(n: int, chunk: Chunk) -> Passage:
+    """A passage exactly as search would hand over `chunk`, numbered `n` (1 is the best)."""
+    document = chunk.document
+    return Passage(
+        n=n,
+        chunk_id=chunk.pk,
+        document_id=document.pk,
+        title=document.title,
+        url=document.url,
+        version=chunk.document_version,
+        chunk_index=chunk.chunk_index,
+        start=chunk.start_offset,
+        end=chunk.end_offset,
+        score=1.0 / n,
+        similarity=0.5,
+        text=chunk.chunk_text,
+    )
+
+
+@pytest.fixture
+def two_cut_documents(cast, cut_document):
+    hawks = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Hawks", text=OWLS.replace("owl", "hawk"))
+    index_documents(document_ids=[hawks.pk])
+    return [cut_document, hawks]
+
+
+def test_passages_of_several_documents_are_widened_each_from_its_own_text(cast, two_cut_documents, settings):
+    passages = [passage_from(n, cut_chunk(document)) for n, document in enumerate(two_cut_documents, start=1)]
+    widen_passages(user=cast.bob, passages=passages)
+    for passage, document in zip(passages, two_cut_documents, strict=True):
+        assert passage.end > passage.chunk_end and document.text[passage.start : passage.end] == passage.text
+
+
+def test_the_budget_is_shared_by_the_answer_and_spent_on_the_best_passage_first(cast, two_cut_documents, settings):
+    first = cut_chunk(two_cut_documents[0])
+    following = chunks_of(two_cut_documents[0])[first.chunk_index + 1]
+    _, needed = widen_after(first.chunk_text, two_cut_documents[0].text[first.end_offset : following.end_offset], 1000)
+    settings.RAG_ANSWER_CONTEXT_TOKENS = needed
+    passages = [passage_from(n, cut_chunk(document)) for n, document in enumerate(two_cut_documents, start=1)]
+    widen_passages(user=cast.bob, passages=passages)
+    assert passages[0].end > passages[0].chunk_end, "the best passage got the budget"
+    assert (passages[1].start, passages[1].end) == (passages[1].chunk_start, passages[1].chunk_end), "nothing was left"
