@@ -144,6 +144,18 @@ class _Tokens:
         return len(self.ends) - bisect.bisect_right(self.ends, position)
 
 
+def in_section(before: str, after: str) -> tuple[str, str]:
+    """The parts of the text around a passage that are in its section: a heading ends the section (even
+    one of the same name, which the chunks' heading paths cannot tell apart) and the one before it starts it."""
+    heading = _HEADING.search(after)
+    if heading is not None:
+        after = after[: heading.start()]
+    headings = list(_HEADING.finditer(before))
+    if headings:
+        before = before[headings[-1].start() :]
+    return before, after
+
+
 def widen_after(text: str, after: str, budget: int) -> tuple[int, int]:
     """How many characters of `after` complete `text`'s thought within `budget` tokens, and their tokens."""
     if not after or budget <= 0 or not ends_mid_thought(text, after):
@@ -262,14 +274,7 @@ def widen_passages(*, user: User, passages: Sequence[Passage]) -> None:
         if p.n not in surroundings:
             continue
         before, after = surroundings[p.n]
-        # The next chunk may begin a new section: stop at its heading.
-        heading = _HEADING.search(after)
-        if heading is not None:
-            after = after[: heading.start()]
-        # Before the last heading ahead of the passage lies another section (one with the same name).
-        headings = list(_HEADING.finditer(before))
-        if headings:
-            before = before[headings[-1].start() :]
+        before, after = in_section(before, after)
         added_after, spent = widen_after(p.text, after, budget)
         budget -= spent
         text = p.text + after[:added_after]
