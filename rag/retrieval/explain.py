@@ -20,8 +20,13 @@ def explain_hits(
     With `weights` (hybrid), the hit's score is the fused one and each ranking's contribution to it is
     weight x relevance / sum of weights, as rag.retrieval.fusion.relevance_fusion computes it.
     """
+    wanted = {hit.chunk_id for hit in hits}
     places = {
-        name: {hit.chunk_id: Place(rank=rank, score=hit.score, relevance=hit.relevance) for rank, hit in enumerate(ranking, 1)}
+        name: {
+            hit.chunk_id: Place(rank=rank, score=hit.score, relevance=hit.relevance)
+            for rank, hit in enumerate(ranking, 1)
+            if hit.chunk_id in wanted
+        }
         for name, ranking in rankings.items()
     }
     total = sum(weights.values()) if weights else 0.0

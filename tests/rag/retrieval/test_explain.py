@@ -123,17 +123,17 @@ def alices_private_matches(cast):
 
     def add() -> None:
         docs = [
-            DocumentFactory(
+            DocumentFactory.create(
                 collection=cast.private,
-                created_by=alice,
-                title="Medford notes",
+                created_by=cast.alice,
+                title=f"Medford notes {n}",
                 text="The Organization film director Don Medford died. The director of the film died in December. "
                 "Director, film, death, died, Organization, Medford, thriller.",
             )
-            for alice in [cast.alice] * 3
+            for n in range(3)
         ]
         docs.append(
-            DocumentFactory(
+            DocumentFactory.create(
                 collection=CollectionFactory(team=cast.charlie.team),
                 created_by=cast.charlie,
                 title="The Organization (Film)",
@@ -171,7 +171,7 @@ LEAK = "graph title links made from a private document's title are visible throu
 def private_title_in_bobs_text(cast):
     def add() -> None:
         # "thriller film" is written in The Organization (Film), which bob reads.
-        private = DocumentFactory(collection=cast.private, created_by=cast.alice, title="Thriller Film", text="Notes.")
+        private = DocumentFactory.create(collection=cast.private, created_by=cast.alice, title="Thriller Film", text="Notes.")
         index_documents(document_ids=[private.pk])
         cache.clear()
 
