@@ -135,3 +135,13 @@ def test_the_mcp_search_and_answer_tools_take_tags(cast, library, fake_llm):
 def test_the_mcp_search_tool_explains_when_asked(cast, library):
     found = tools.call("search", user=cast.bob, arguments={"query": QUERY, "explain": True, "threshold": 0})
     assert all("foundBy" in hit["explain"] for hit in found["data"])
+
+
+def test_rag_query_filters_by_tag(cast, library, capsys):
+    from django.core.management import CommandError, call_command
+
+    call_command("rag_query", "bob", QUERY, "--tag", "Night", "--threshold", "0")
+    out = capsys.readouterr().out
+    assert "Barn Owls" in out and "Owl guide" not in out and "Tawny owls" not in out
+    with pytest.raises(CommandError, match="--tag: a tag must not contain a comma"):
+        call_command("rag_query", "bob", QUERY, "--tag", "a,b")
