@@ -35,17 +35,25 @@ def _after_commit(what: str, document_id, action) -> None:
     transaction.on_commit(run)
 
 
+# With RAG_ENABLED=false nothing is queued: the document's chunks stay as they were (out of sight, as
+# every reader of them is switched off) until the feature is on again, when the reconciliation every
+# starting worker runs finds the documents that changed meanwhile missing, stale or deleted.
+
+
 @receiver(document_saved)
 def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None:
-    if content_changed:
-        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
-    else:
+    if not content_changed:
+        # Queued nowhere and no embedding: the chunks take a new title at once, so one made while the
+        # feature is off is in place when it comes back on (the reconciliation cannot see a title).
         _after_commit("a title refresh", document_id, lambda: title_changed(document_id))
+    elif settings.RAG_ENABLED:
+        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
 
 
 @receiver(document_deleted)
 def queue_removal(sender, document_id, **kwargs) -> None:
-    _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
+    if settings.RAG_ENABLED:
+        _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
 
 
 @receiver(post_migrate)

@@ -40,8 +40,14 @@ def remove_document_task(document_id: str) -> None:
     remove_document_chunks(document_ids=[document_id])
 
 
+# The two passes beat runs (and a starting worker, the first): with RAG_ENABLED=false they do nothing,
+# so documents saved meanwhile wait; the first reconciliation after the switch is on again indexes them.
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile_index_task() -> dict:
+    if not settings.RAG_ENABLED:
+        return {}
     report = reconcile()
     repair_index(report)
     return report.counts()
@@ -50,6 +56,8 @@ def reconcile_index_task() -> dict:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def recover_index_task() -> int:
     """Queue again what a dead process left unindexed (run by beat every RAG_RECOVER_INTERVAL seconds)."""
+    if not settings.RAG_ENABLED:
+        return 0
     return recover_index(lease=settings.RAG_INDEX_LEASE)
 
 

@@ -194,14 +194,16 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
 
 
 def retrieve(
-    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None
+    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None, tags=()
 ) -> Retrieval:
     """The passages an answer may use, numbered from 1, and how strongly they support one."""
     started = time.perf_counter() if started is None else started
     latency: dict[str, float] = {}
     lap = time.perf_counter()
     depth = max(limit, RERANK_CANDIDATES) if settings.RAG_RERANK_MODEL else limit
-    result = search(user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id)
+    result = search(
+        user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id, tags=tags
+    )
     hits = [h for h in result.hits if h.document_id in result.documents]
     latency["retrievalMs"] = ms_since(lap)
     scores = {h.chunk_id: h.score for h in hits}

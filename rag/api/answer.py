@@ -10,6 +10,8 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
 from config.rpc import envelope, respond
+from documents.apis import TAGS_FILTER_HELP, TagsField
+from documents.tags import MAX_FILTER_TAGS
 from rag.answering.answer import MODES, answer_complete, answer_events
 from rag.answering.feedback import feedback_create
 from rag.answering.passages import retrieve
@@ -109,6 +111,7 @@ class RagAnswerApi(RagApi):
         documentId = serializers.UUIDField(required=False, allow_null=True)
         limit = StrictInt(min_value=1, max_value=20, default=5)
         stream = serializers.BooleanField(default=False)
+        tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
 
     @extend_schema(
         responses={
@@ -129,6 +132,7 @@ class RagAnswerApi(RagApi):
             collection_id=data.get("collectionId"),
             document_id=data.get("documentId"),
             started=started,
+            tags=data.get("tags", []),
         )
         if not data["stream"]:
             return respond(AnswerOutput, answer_complete(user=request.user, retrieval=retrieval))

@@ -125,6 +125,7 @@ def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
         collection_id=data.get("collectionId"),
         document_id=data.get("documentId"),
         started=started,
+        tags=data.get("tags", []),
     )
     return envelope(AnswerOutput)({"data": answer_complete(user=user, retrieval=retrieval)}).data
 
@@ -161,6 +162,7 @@ def _get_entity(user: User, data: dict[str, Any]) -> dict[str, Any]:
 _QUERY = "The question or search words, in plain language."
 _COLLECTION = "Only passages of this collection (an id from list_collections)."
 _DOCUMENT = "Only passages of this document."
+_TAGS = "Only passages of documents carrying every one of these tags (case does not matter)."
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
@@ -182,6 +184,8 @@ TOOLS: dict[str, Tool] = {
                 "mode": "hybrid (default: meaning, words and the knowledge graph together), vector (meaning), keyword "
                 "(BM25 words) or graph (entities the query names and their neighbours).",
                 "weights": "Hybrid only: [vector, keyword] or [vector, keyword, graph] weights, not all zero.",
+                "tags": _TAGS,
+                "explain": "Add to each hit its rank and score in each ranking (vector, keyword, graph) and the fused score.",
             },
             run=_search,
         ),
@@ -200,6 +204,7 @@ TOOLS: dict[str, Tool] = {
                 "collectionId": _COLLECTION,
                 "documentId": _DOCUMENT,
                 "limit": "How many passages the answer may use.",
+                "tags": _TAGS,
             },
             run=_answer,
         ),

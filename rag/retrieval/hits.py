@@ -17,6 +17,29 @@ def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
     return f"{document_id}:{version}:{chunk_index}"
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where one ranking put a chunk: its rank (from 1, among the viewer's visible candidates) and that ranking's scores."""
+
+    rank: int
+    score: float  # the ranking's own: cosine, BM25 or graph activation
+    relevance: float  # the same on the common 0-1 scale that hybrid fusion averages
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a hit ranked where it did (rag.search `explain`): its place in each ranking that found it."""
+
+    places: dict[str, Place]  # by ranking: "vector", "keyword", "graph"
+    # Hybrid only: the fused score, and what each ranking added to it (weight x relevance / sum of weights).
+    fused: float | None = None
+    contributions: dict[str, float] | None = None
+
+    @property
+    def found_by(self) -> list[str]:
+        return list(self.places)
+
+
 @dataclass
 class Hit:
     """One ranked chunk; rankings fill the id and score, loading fills the rest."""
@@ -31,6 +54,7 @@ class Hit:
     start: int = 0
     end: int = 0
     version: int = 0
+    explanation: Explanation | None = None  # filled only when a search is asked to explain
 
 
 @dataclass(frozen=True)

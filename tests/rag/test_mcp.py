@@ -354,13 +354,14 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             {"query": "owls", "colour": "red"},
             (
                 "invalid_query",
-                "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights.",
+                "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights, "
+                "tags, explain.",
             ),
         ),
         (
             "answer",
             {"query": "owls", "stream": True},
-            ("invalid_query", "stream: no such argument; answer takes query, collectionId, documentId, limit."),
+            ("invalid_query", "stream: no such argument; answer takes query, collectionId, documentId, limit, tags."),
         ),
         ("read_document", {"id": 7}, ("validation_error", "id: must be a string.")),
         (
