@@ -327,6 +327,10 @@ RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 # Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
 RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
+# Repeated questions answered from the cache (rag/answering/cache.py), for at most this many seconds;
+# any change to what the asker's team can read invalidates them sooner.
+RAG_ANSWER_CACHE = _bool("RAG_ANSWER_CACHE", True)
+RAG_ANSWER_CACHE_TTL = _positive_int("RAG_ANSWER_CACHE_TTL", 3600)
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
