@@ -8,9 +8,9 @@ served only while both hold:
 
 - the team is still at that generation: any change to the team's documents, collections,
   memberships or groups, and every swap of a document's chunks, starts a new one;
-- one query through `Document.objects.visible_to` finds every document the answer was made from
-  (every passage, cited or not: an LLM reads them all) still visible to the asker, at the version
-  and title it had. This holds even if a change's signal was missed or the cache lost a new
+- one query through the access policy (`Document.objects.visible_to`, compiled by `search_scope`)
+  finds every document the answer was made from (every passage, cited or not: an LLM reads them
+  all) still visible to the asker, at the version and title it had. This holds even if a change's signal was missed or the cache lost a new
   generation: a revoked membership is honoured on the very next request.
 
 Only answers that completed as designed are stored (`answer_events` decides): never an error, never
@@ -31,12 +31,14 @@ from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 
 from documents.models import Document
 from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.answering.prompt import SYSTEM_PROMPT
 from rag.retrieval.generation import ensure_generation, generation_key
+from rag.retrieval.visibility import search_scope
 
 # Bump when a change to the answering code gives other answers to the same question, documents and settings.
 ANSWER_CACHE_VERSION = 1
@@ -99,14 +101,23 @@ def _key(*, user: User, query: str, limit: int, collection_id, document_id, cont
 
 
 def _still_readable(user: User, sources: list[tuple[str, int, str]]) -> bool:
-    """Every source document is still visible to the asker, at the version and title the answer quoted."""
+    """Every source document is still visible to the asker, at the version and title the answer quoted.
+
+    One query, through the access policy as search compiles it (`search_scope`, compiled once per asker).
+    """
     wanted = {str(document_id): (version, title) for document_id, version, title in sources}
     if not wanted:
         return True
-    current = (
-        Document.objects.visible_to(user).filter(pk__in=[uuid.UUID(d) for d in wanted]).values_list("pk", "version", "title")
-    )
-    return {str(pk): (version, title) for pk, version, title in current} == wanted
+    scope = search_scope(user=user)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT visible.id, visible.version, d.title
+                FROM ({scope.sql}) visible JOIN {Document._meta.db_table} d ON d.id = visible.id
+                WHERE visible.id = ANY(%s)""",
+            [*scope.params, [uuid.UUID(d) for d in wanted]],
+        )
+        current = {str(pk): (version, title) for pk, version, title in cursor.fetchall()}
+    return current == wanted
 
 
 def answer_cache_lookup(
