@@ -14,7 +14,9 @@ Reported: p50 and p95 of the repeated answers (JSON, and streamed to `done`), an
 in milliseconds from sending the request to the last byte of the response. The server's `cacheMs`
 (from the view's start to the checked hit) is reported too, and the floor any `rag.answer` pays
 before answering (routing, token authentication, throttles, validation): a request refused as invalid. `API_THROTTLE_RAG` is raised so the run
-is not rate limited (the throttle still runs, in Redis, on every request).
+is not rate limited; the throttles still run, in Redis, on every request, over a one-second window
+(DRF keeps every request of the window in a list it reads and writes each time: a one-minute window
+at this rate would hold thousands, where `make run`'s 120/min holds at most 120).
 
 LLM: none by default (extractive answers, as `make run` without a key); `--llm stub` answers
 through the real LiteLLM client from a local OpenAI-compatible server that waits `--stub-delay`
@@ -102,8 +104,8 @@ def start_serve(port: int, env_extra: dict[str, str]) -> tuple[subprocess.Popen,
         "REDIS_URL": "",
         "DEBUG": "false",
         "LOG_LEVEL": "WARNING",
-        "API_THROTTLE_USER": "1000000/min",
-        "API_THROTTLE_RAG": "1000000/min",
+        "API_THROTTLE_USER": "1000000/s",
+        "API_THROTTLE_RAG": "1000000/s",
         **env_extra,
     }
     process = subprocess.Popen(

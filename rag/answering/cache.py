@@ -18,8 +18,8 @@ an answer that fell back after an LLM failure, never a stream its reader left. I
 are stored: they are the answer to that question over those documents, and a document that could
 answer it starts a new generation.
 
-Case is kept: the graph finds the names a question mentions by their capitals, so "Vera Lind" and
-"vera lind" may be answered differently.
+Case is kept: the LLM, and embedding models other than the local (uncased) one, read the question
+as typed, so "Vera Lind" and "vera lind" may be answered differently.
 """
 
 from __future__ import annotations
