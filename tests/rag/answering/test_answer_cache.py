@@ -105,6 +105,14 @@ def test_a_json_answer_serves_a_stream_and_the_other_way_round(cast, api_for, co
     assert len(fake_llm.calls) == 2
 
 
+def test_the_mcp_answer_tool_answers_a_repeated_question_from_the_cache(cast, corpus, fake_llm):
+    from rag.mcp.tools import call
+
+    first, again = (call("answer", user=cast.bob, arguments={"query": QUESTION})["data"] for _ in range(2))
+    assert (first["cached"], again["cached"]) == (False, True) and again["answer"] == first["answer"]
+    assert len(fake_llm.calls) == 1
+
+
 def test_one_users_cached_answer_is_never_served_to_another(cast, api_for, corpus, fake_llm):
     bob_answer = ask(api_for(cast.bob), "owls hunt mice in the barn")
     for user, titles in [(cast.charlie, {"Their owls"}), (cast.alice, {"Owls", "Secret owls"})]:
@@ -335,3 +343,18 @@ def test_a_cache_that_is_down_answers_as_a_miss(cast, api_for, corpus, fake_llm,
     }
     bob = api_for(cast.bob)
     assert [ask(bob)["cached"] for _ in range(2)] == [False, False]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("RAG_ANSWER_CACHE", "perhaps", "RAG_ANSWER_CACHE must be true or false"),
+        ("RAG_ANSWER_CACHE_TTL", "0", "RAG_ANSWER_CACHE_TTL must be at least 1"),
+        ("RAG_ANSWER_CACHE_TTL", "an hour", "RAG_ANSWER_CACHE_TTL"),
+    ],
+)
+def test_a_bad_answer_cache_setting_fails_at_start_up(name, value, message):
+    from tests.test_project import run_settings
+
+    result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
+    assert result.returncode != 0 and message in result.stderr
