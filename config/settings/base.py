@@ -335,6 +335,10 @@ RAG_ANSWER_CONTEXT_TOKENS = _positive_int("RAG_ANSWER_CONTEXT_TOKENS", 256, mini
 # Evidence whose newest document version is older than this many days lowers an answer's confidence (0: never).
 RAG_ANSWER_STALE_DAYS = _positive_int("RAG_ANSWER_STALE_DAYS", 365, minimum=0)
 RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
+# Repeated questions answered from the cache (rag/answering/cache.py), for at most this many seconds;
+# any change to what the asker's team can read invalidates them sooner.
+RAG_ANSWER_CACHE = _bool("RAG_ANSWER_CACHE", True)
+RAG_ANSWER_CACHE_TTL = _positive_int("RAG_ANSWER_CACHE_TTL", 3600)
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)

@@ -12,9 +12,8 @@ from rest_framework.renderers import JSONRenderer
 from config.rpc import envelope, respond
 from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.tags import MAX_FILTER_TAGS
-from rag.answering.answer import MODES, answer_complete, answer_events
+from rag.answering.answer import MODES, answer_complete, answer_question
 from rag.answering.feedback import feedback_create
-from rag.answering.passages import retrieve
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictInt
 from rag.api.sse import EVENT_STREAM, EventStreamRenderer, sse_stream
 from rag.models import Confidence
@@ -72,6 +71,9 @@ class AnswerOutput(serializers.Serializer):
     confidence = serializers.ChoiceField(choices=Confidence.values)
     confidenceFactors = ConfidenceFactorsOutput(help_text="Why the answer has its confidence.")
     mode = serializers.ChoiceField(choices=MODES)
+    cached = serializers.BooleanField(
+        help_text="Served from the answer cache (a repeated question); `latency` then has `cacheMs`."
+    )
     latency = serializers.DictField(child=serializers.FloatField())
 
 
@@ -88,6 +90,7 @@ class AnswerMetadataOutput(serializers.Serializer):
     confidence = serializers.ChoiceField(choices=Confidence.values)
     confidenceFactors = ConfidenceFactorsOutput()
     mode = serializers.ChoiceField(choices=MODES)
+    cached = serializers.BooleanField()
     passages = serializers.IntegerField()
     latency = serializers.DictField(child=serializers.FloatField())
 
@@ -125,7 +128,7 @@ class RagAnswerApi(RagApi):
     def post(self, request):
         started = time.perf_counter()
         data = self.validated(request)
-        retrieval = retrieve(
+        events = answer_question(
             user=request.user,
             query=data["query"],
             limit=data["limit"],
@@ -135,11 +138,8 @@ class RagAnswerApi(RagApi):
             tags=data.get("tags", []),
         )
         if not data["stream"]:
-            return respond(AnswerOutput, answer_complete(user=request.user, retrieval=retrieval))
-        response = StreamingHttpResponse(
-            sse_stream(answer_events(user=request.user, retrieval=retrieval), STREAM_OUTPUTS),
-            content_type=f"{EVENT_STREAM}; charset=utf-8",
-        )
+            return respond(AnswerOutput, answer_complete(events))
+        response = StreamingHttpResponse(sse_stream(events, STREAM_OUTPUTS), content_type=f"{EVENT_STREAM}; charset=utf-8")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"  # nginx and similar proxies: pass events through at once
         return response

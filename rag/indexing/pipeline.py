@@ -24,6 +24,7 @@ from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
+from rag.retrieval.generation import team_changed
 from rag.retrieval.vector_index import ensure_vector_index
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ def swap_chunks(
         ]
     )
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
+    team_changed(document.team_id)  # what the team can retrieve has changed: no cached answer may outlive it
     refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
     if settings.RAG_GRAPH_ENABLED:
         graph = graph or team_graph(document.team_id, model_id)

@@ -23,8 +23,7 @@ from config.rpc import SerializerClass, check_json_types, envelope, page_body
 from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
-from rag.answering.answer import answer_complete
-from rag.answering.passages import retrieve
+from rag.answering.answer import answer_complete, answer_question
 from rag.api.answer import AnswerOutput, RagAnswerApi
 from rag.api.base import QueryField, StrictInt
 from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
@@ -118,7 +117,7 @@ class AnswerInput(RagAnswerApi.Input):
 
 def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
-    retrieval = retrieve(
+    events = answer_question(
         user=user,
         query=data["query"],
         limit=data["limit"],
@@ -127,7 +126,7 @@ def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
         started=started,
         tags=data.get("tags", []),
     )
-    return envelope(AnswerOutput)({"data": answer_complete(user=user, retrieval=retrieval)}).data
+    return envelope(AnswerOutput)({"data": answer_complete(events)}).data
 
 
 class ReadDocumentInput(IdInput):
