@@ -358,3 +358,10 @@ def test_a_bad_answer_cache_setting_fails_at_start_up(name, value, message):
 
     result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
     assert result.returncode != 0 and message in result.stderr
+
+
+def test_a_tag_filter_is_another_question(cast, api_for, corpus, fake_llm):
+    bob = api_for(cast.bob)
+    ask(bob)
+    assert ask(bob, tags=["birds"])["cached"] is False
+    assert ask(bob, tags=["birds"])["cached"] is True
