@@ -1,6 +1,8 @@
-"""Raw throughput of the local NumPy MiniLM encoder on SciFact passages (no Django, no database).
+"""Raw throughput of a local MiniLM encoder on SciFact passages (no Django, no database).
 
-Reproduce:  /work/venv/bin/python bench/encoder_raw.py --n 256
+Reproduce:  .venv/bin/python bench/encoder_raw.py --n 256                   (onnx, 2 threads)
+            .venv/bin/python bench/encoder_raw.py --n 256 --encoder numpy
+bench/encoder_compare.py runs the encoders side by side, which is the fairer comparison on shared cores.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rag.providers.local import MAX_SEQ_LENGTH, load_local_model  # noqa: E402
+from rag.providers.local import ENCODERS, MAX_SEQ_LENGTH, load_local_model  # noqa: E402
 
 DEFAULT_CORPUS = Path("/work/shared/datasets/scifact/corpus.jsonl")
 
@@ -32,10 +34,10 @@ def load_scifact_passages(n: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
     return passages
 
 
-def measure_raw_encoder(texts: list[str]) -> dict[str, float]:
+def measure_raw_encoder(texts: list[str], *, encoder: str = "onnx", threads: int = 2) -> dict[str, float]:
     """Encode `texts` once (after a warm-up) and return counts, timings and rates."""
     load_start = time.perf_counter()
-    model = load_local_model()
+    model = load_local_model(encoder, threads)
     load_seconds = time.perf_counter() - load_start
     model.encode(texts[:8])  # warm-up: first BLAS calls and allocator growth are not steady state
     # Tokens the encoder actually processes: truncated at MAX_SEQ_LENGTH, [CLS]/[SEP] included.
@@ -58,9 +60,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=256, help="number of SciFact passages (default 256)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--encoder", choices=ENCODERS, default="onnx")
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads (RAG_LOCAL_ENCODER_THREADS)")
     args = parser.parse_args()
-    result = measure_raw_encoder(load_scifact_passages(args.n, args.corpus))
-    print(f"command: {sys.executable} bench/encoder_raw.py --n {args.n} --corpus {args.corpus}")
+    result = measure_raw_encoder(load_scifact_passages(args.n, args.corpus), encoder=args.encoder, threads=args.threads)
+    print(
+        f"command: {sys.executable} bench/encoder_raw.py --n {args.n} --corpus {args.corpus} "
+        f"--encoder {args.encoder} --threads {args.threads}"
+    )
     print(
         f"{result['passages']} passages, {result['mean_tokens']:.0f} tokens each on average: "
         f"{result['passages_per_s']:.1f} passages/s, {result['tokens_per_s']:.0f} tokens/s "

@@ -305,6 +305,12 @@ RAG_LITELLM_BASE_URL = env("RAG_LITELLM_BASE_URL", default="")
 RAG_LITELLM_API_KEY = env("RAG_LITELLM_API_KEY", default="")
 RAG_EMBEDDING_TIMEOUT = _bounded_float("RAG_EMBEDDING_TIMEOUT", 30.0, 0.1, 600.0)
 RAG_EMBEDDING_MAX_RETRIES = _positive_int("RAG_EMBEDDING_MAX_RETRIES", 5, minimum=0)
+# Who runs the local MiniLM: onnxruntime (default) or the NumPy reference; same vectors, same model id.
+RAG_LOCAL_ENCODER = env("RAG_LOCAL_ENCODER", default="onnx")
+if RAG_LOCAL_ENCODER not in {"onnx", "numpy"}:
+    raise ImproperlyConfigured(f"RAG_LOCAL_ENCODER must be onnx or numpy, got {RAG_LOCAL_ENCODER!r}")
+# onnxruntime's intra-op threads per process, for queries and batches alike.
+RAG_LOCAL_ENCODER_THREADS = _positive_int("RAG_LOCAL_ENCODER_THREADS", _cpu_count())
 # Local MiniLM: relevant passages often score 0.3-0.6 cosine, so 0.7 would hide them.
 _DEFAULT_THRESHOLD = 0.25 if RAG_EMBEDDING_PROVIDER in {"local", "fake"} else 0.7
 RAG_SIMILARITY_THRESHOLD = _bounded_float("RAG_SIMILARITY_THRESHOLD", _DEFAULT_THRESHOLD, 0.0, 1.0)

@@ -23,6 +23,8 @@ def _config() -> tuple:
         settings.RAG_BATCH_SIZE,
         settings.RAG_EMBEDDING_TIMEOUT,
         settings.RAG_EMBEDDING_MAX_RETRIES,
+        settings.RAG_LOCAL_ENCODER,
+        settings.RAG_LOCAL_ENCODER_THREADS,
     )
 
 
@@ -41,7 +43,9 @@ def reset_provider_cache() -> None:
     _cache.clear()
 
 
-def _build(kind, model, dimension, base_url, api_key, batch_size, timeout, max_retries) -> EmbeddingProvider:
+def _build(
+    kind, model, dimension, base_url, api_key, batch_size, timeout, max_retries, local_encoder, local_threads
+) -> EmbeddingProvider:
     remote = {
         "model_id": model,
         "dimension": dimension,
@@ -54,7 +58,7 @@ def _build(kind, model, dimension, base_url, api_key, batch_size, timeout, max_r
 
         if model != MODEL_ID:
             raise ImproperlyConfigured(f"The local provider only has {MODEL_ID}; RAG_EMBEDDING_MODEL is {model!r}")
-        return LocalEmbeddingProvider(dimension=dimension)
+        return LocalEmbeddingProvider(dimension=dimension, encoder=local_encoder, threads=local_threads)
     if kind == "fake":
         from rag.providers.fakes import FakeEmbeddingProvider
 

@@ -82,6 +82,8 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
         ("DEBUG", "perhaps", "DEBUG must be true or false"),
         ("RAG_GRAPH_EXTRACTOR", "spacy", "RAG_GRAPH_EXTRACTOR must be rules or llm, got 'spacy'"),
         ("RAG_GRAPH_LLM_MAX_CALLS", "-1", "RAG_GRAPH_LLM_MAX_CALLS must be at least 0"),
+        ("RAG_LOCAL_ENCODER", "torch", "RAG_LOCAL_ENCODER must be onnx or numpy, got 'torch'"),
+        ("RAG_LOCAL_ENCODER_THREADS", "0", "RAG_LOCAL_ENCODER_THREADS must be at least 1"),
     ],
 )
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
