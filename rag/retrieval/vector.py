@@ -1,13 +1,15 @@
 """Vector ranking: cosine similarity to the query over the scope's chunks, exact or through HNSW.
 
-Which of the two is cheaper depends on the scope actually searched (a collection, a document, the
+Which of the two to use depends on the scope actually searched (a collection, a document, the
 viewer's visible set), not on the team: an exact scan reads every chunk of the scope; an HNSW walk
-reads about `ef_search` index entries, or, when the scope is a small share of the model's index,
-`limit / share` entries before enough of them are in scope (pgvector's iterative scan). Each walked
-entry costs a few times an exactly scanned row (the graph's neighbours are compared too), so a
-narrow scope in a large index is scanned exactly, and a wide one walked. A walk that still comes
-back short (a scope whose chunks all lie far from the query) is finished by an exact scan: a page is
-never short while the scope has chunks to fill it.
+reads about `ef_search` index entries, or, when the scope is a small share of the model's index
+(every team's chunks), `limit / share` entries before enough of them are in scope (pgvector's
+iterative scan). Each walked entry costs a few times an exactly scanned row (the graph's neighbours
+are compared too). And a walk through a narrow share finds the scope's nearest chunks badly: on the
+scoped benchmark, recall@10 against exact was 0.99 at 30% of the index, 0.96 at 10%, 0.72 at 3%
+(docs/benchmarks.md). So a narrow scope is scanned exactly (up to a cap), and a wide one walked
+when that reads less. A walk that still comes back short (a scope whose chunks all lie far from
+the query) is finished by an exact scan: a page is never short while the scope has chunks to fill it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ HNSW_STEP_COST = 5
 # when few neighbours are in scope (ef_search 100 gave recall@10 0.86 for a user seeing 10% of 100k
 # chunks, 400 gave 0.96: docs/benchmarks.md).
 EF_SEARCH = 400
+# Below this share of the index a filtered walk loses recall; such scopes are scanned exactly up to
+# EXACT_SCAN_CAP chunks (about 50-100 ms on two busy cores), walked beyond it.
+MIN_WALK_SHARE = 0.05
+EXACT_SCAN_CAP = 10_000
 # Bounds of hnsw.max_scan_tuples: a walk may go this many times further than expected before the
 # exact scan takes over, never beyond the hard cap.
 WALK_SLACK = 4
@@ -48,8 +54,10 @@ def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
 
 
 def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
-    """Exact when the scope is small, or when reading it costs less than the walk would."""
+    """Exact when the scope is small, a narrow share of the index, or cheaper to read than to walk to."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
+        return "exact"
+    if scope_chunks < MIN_WALK_SHARE * model_chunks and scope_chunks <= EXACT_SCAN_CAP:
         return "exact"
     walk = expected_walk(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks)
     return "exact" if scope_chunks <= HNSW_STEP_COST * walk else "hnsw"
