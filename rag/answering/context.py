@@ -34,7 +34,7 @@ from django.db.models.functions import Substr
 from documents.models import Document
 from permissions.models import User
 from rag.models import Chunk
-from rag.providers.local import get_local_tokenizer
+from rag.providers.minilm import get_local_tokenizer
 
 
 class Passage(Protocol):

@@ -28,6 +28,7 @@ from rag.providers.retry import INTERACTIVE, call_with_retries
 from rag.retrieval.hits import Hit
 from rag.retrieval.query import embed_query, vector_literal
 from rag.retrieval.search import search
+from rag.retrieval.serving import SearchModel
 
 logger = logging.getLogger("rag.answers")
 
@@ -151,7 +152,9 @@ def passages_confidence(passages: list[Passage]) -> Assessment:
     )
 
 
-def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID]) -> dict[int, float]:
+def _similarities(
+    query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID], model: SearchModel | None
+) -> dict[int, float]:
     """Cosine similarity of each chunk to the query (hybrid scores are ranks, not evidence).
 
     `visible_document_ids` are the documents search() just loaded through `visible_to`; restricting
@@ -159,7 +162,8 @@ def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[u
     """
     if not chunk_ids:
         return {}
-    literal = vector_literal(embed_query(query))  # cached by search() moments ago
+    # The model the chunks were ranked with (cached by search() moments ago).
+    literal = vector_literal(embed_query(query, model.embedder() if model else None))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND document_id = ANY(%s)",
@@ -213,7 +217,7 @@ def retrieve(
         latency["rerankMs"] = ms_since(lap)
     hits = hits[:limit]
     lap = time.perf_counter()
-    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents))
+    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents), result.model)
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
         assert hit.document_id is not None, "hits were kept above only when their document was loaded"

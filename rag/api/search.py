@@ -172,17 +172,28 @@ def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], RagSearchResponse(body).data)
 
 
+class RagBackfillOutput(serializers.Serializer):
+    model = serializers.CharField(help_text="The configured model being built beside the one searches use.")
+    done = serializers.IntegerField(help_text="Documents it covers (of those the searched model covers).")
+    total = serializers.IntegerField(help_text="Documents the searched model covers: when all are done, searches switch.")
+    failed = serializers.IntegerField(help_text="Documents it failed on: they hold the switch back until reindexed.")
+
+
 class RagStatusOutput(serializers.Serializer):
-    model = serializers.CharField()
+    model = serializers.CharField(help_text="The embedding model your searches use.")
     documents = serializers.IntegerField()
     indexed = serializers.IntegerField()
     pending = serializers.IntegerField()
     failed = serializers.IntegerField()
     chunks = serializers.IntegerField()
+    backfill = RagBackfillOutput(
+        allow_null=True,
+        help_text="While a new embedding model is built for your team (searches keep the earlier one): its progress; else null.",
+    )
 
 
 class RagStatusApi(RagApi):
-    """Index coverage of the documents you can see, for the configured embedding model."""
+    """Index coverage of the documents you can see, for the embedding model your searches use."""
 
     @extend_schema(responses=envelope(RagStatusOutput))
     def post(self, request):

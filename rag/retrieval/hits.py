@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from documents.models import Document
+from rag.retrieval.serving import SearchModel
 
 
 def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
@@ -71,6 +72,8 @@ class SearchResult:
     hits: list[Hit]
     documents: dict[uuid.UUID, Document]
     latency: dict[str, float] = field(default_factory=dict)
+    # The embedding model every ranking read (the team's serving model).
+    model: SearchModel | None = None
 
     @property
     def total_ms(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db.models.expressions import RawSQL
@@ -27,7 +28,8 @@ from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
 from rag.retrieval.query import embed_query
-from rag.retrieval.stats import scope_index_stats
+from rag.retrieval.serving import serving_model
+from rag.retrieval.stats import model_chunk_count, scope_index_stats
 from rag.retrieval.vector import vector_ranking
 from rag.retrieval.visibility import SearchScope, search_scope
 
@@ -78,7 +80,10 @@ def search(
     threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
     # (vector, keyword, graph); two given weights leave the graph at the configured one.
     hybrid_weights = (*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS
-    model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
+    # One model for every ranking: the team's serving model (the one before a model change, until
+    # the new model's chunks cover the team).
+    model = serving_model(user.team_id)
+    model_id, dimension = model.model_id, model.dimension
     # A user without a team (an operator) has nothing indexed, as a team without chunks.
     if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
         raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
@@ -91,10 +96,10 @@ def search(
     depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
     vector_hits: list[Hit] = []
     keyword_hits: list[Hit] = []
-    keyword_args = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
+    keyword_args: dict[str, Any] = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
     keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
     if mode in ("vector", "hybrid"):
-        vector = embed_query(query)
+        vector = embed_query(query, model.embedder())
         lap("embed_ms")
         vector_hits = vector_ranking(
             scope=scope,
@@ -104,6 +109,7 @@ def search(
             limit=depth,
             threshold=threshold,
             scope_chunks=stats.chunks,
+            model_chunks=model_chunk_count(model_id),
         )
         lap("vector_ms")
     if keyword_future is not None:
@@ -154,7 +160,7 @@ def search(
         explain_hits(hits, ranked_by, weights=fusion_weights)
     documents = _load(hits, scope)
     lap("load_ms")
-    result = SearchResult(hits=hits, documents=documents, latency=lap.latency)
+    result = SearchResult(hits=hits, documents=documents, latency=lap.latency, model=model)
     record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
     return result
 
