@@ -322,20 +322,30 @@ def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> di
 def measure_recall(user, queries: list[str], n: int) -> dict:
     """Vector search through the HNSW index (iterative scans) against an exact scan, for `user`."""
     from rag.retrieval.query import embed_query
+    from rag.retrieval.stats import model_chunk_count, scope_index_stats
     from rag.retrieval.vector import vector_ranking
     from rag.retrieval.visibility import search_scope
 
     scope = search_scope(user=user)
     provider_vectors = [embed_query(q) for q in queries[:n]]
     recalls, short, hnsw_ms, exact_ms = [], 0, [], []
-    # The scope's chunk count picks the path: none is below any exact-search limit, 10**9 above it.
-    rank = functools.partial(vector_ranking, scope=scope, model_id=MODEL, dimension=384, limit=10, threshold=-1)
+    # Each path named; the walk bounded as search bounds it, from the scope's share of the index.
+    rank = functools.partial(
+        vector_ranking,
+        scope=scope,
+        model_id=MODEL,
+        dimension=384,
+        limit=10,
+        threshold=-1,
+        scope_chunks=scope_index_stats(scope, model_id=MODEL).chunks,
+        model_chunks=model_chunk_count(MODEL),
+    )
     for vector in provider_vectors:
         started = time.perf_counter()
-        exact = rank(vector=vector, scope_chunks=0)
+        exact = rank(vector=vector, path="exact")
         exact_ms.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        hnsw = rank(vector=vector, scope_chunks=10**9)
+        hnsw = rank(vector=vector, path="hnsw")
         hnsw_ms.append((time.perf_counter() - started) * 1000)
         short += len(hnsw) < 10
         # Ties between copies are possible; a hit counts if it scores at least the exact 10th best.
@@ -402,8 +412,8 @@ def main() -> None:
     recall = measure_recall(user, queries[::-1], args.recall_queries)
     split = measure_split(user, queries[300:350])
     runs = {}
-    # The default (exact scan for this user's visible set) and the HNSW path forced on.
-    for label, extra in (("default", {}), ("HNSW forced", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
+    # The default, and every scope above the smallest left to the cost model (rag.retrieval.vector.choose_path).
+    for label, extra in (("default", {}), ("no exact floor", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
         port = free_port()
         server = start_server(corpus["database"], port, extra)
         try:

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import connection
 
 from documents.models import (
     Collection,
@@ -31,10 +32,30 @@ class DocumentMembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TagFilter(admin.SimpleListFilter):
+    """The most used tags (of every team: the admin sees them all)."""
+
+    title = "tag"
+    parameter_name = "tag"
+    shown = 30
+
+    def lookups(self, request, model_admin):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT t.tag FROM documents_document d, unnest(d.tags) AS t(tag) WHERE d.deleted_at IS NULL "
+                "GROUP BY t.tag ORDER BY count(*) DESC, t.tag LIMIT %s",
+                [self.shown],
+            )
+            return [(tag, tag) for (tag,) in cursor.fetchall()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(tags__contains=[self.value()]) if self.value() else queryset
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
-    list_display = ["title", "team", "collection", "version", "published_at", "archived_at", "deleted_at", "updated_at"]
-    list_filter = ["team", "collection"]
+    list_display = ["title", "team", "collection", "tags", "version", "published_at", "archived_at", "deleted_at", "updated_at"]
+    list_filter = ["team", "collection", TagFilter]
     search_fields = ["title"]
     readonly_fields = ["version", "created_at", "updated_at"]
     inlines = [DocumentMembershipInline]

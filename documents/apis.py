@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
 
 from config.errors import Forbidden, RequestTooLarge
 from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
@@ -15,6 +17,7 @@ from documents import idempotency, selectors, services
 from documents.ingestion.errors import size_text
 from documents.ingestion.jobs import import_job_create, import_job_refresh
 from documents.models import Collection, Document, ImportJob, ImportStage
+from documents.tags import MAX_FILTER_TAGS, MAX_TAG_LENGTH, MAX_TAGS_PER_DOCUMENT, normalise_tags
 from documents.tasks import enqueue_import
 from permissions.models import Access, Role, User
 from permissions.policy import (
@@ -24,11 +27,31 @@ from permissions.policy import (
 )
 
 
+class TagsField(serializers.ListField):
+    """A list of tags, normalised as documents.tags does (trimmed, lower-cased, each once, sorted), at most `limit`."""
+
+    def __init__(self, *, limit: int = MAX_TAGS_PER_DOCUMENT, **kwargs):
+        self.limit = limit
+        kwargs.setdefault("max_length", limit)
+        super().__init__(child=serializers.CharField(allow_blank=True, trim_whitespace=False), **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return normalise_tags(super().to_internal_value(data), limit=self.limit)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from exc
+
+
+TAGS_HELP = f"Tags: trimmed and lower-cased, 1 to {MAX_TAG_LENGTH} characters each, no commas; at most {MAX_TAGS_PER_DOCUMENT}."
+TAGS_FILTER_HELP = f"Only documents carrying every one of these tags (at most {MAX_FILTER_TAGS})."
+
+
 class DocumentOutput(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField()
     text = serializers.CharField(allow_blank=True)
     collectionId = serializers.UUIDField(source="collection_id")
+    tags = serializers.ListField(child=serializers.CharField(), help_text="The document's tags, sorted.")
     version = serializers.IntegerField()
     url = serializers.CharField()
     createdBy = serializers.UUIDField(source="created_by_id", allow_null=True)
@@ -88,6 +111,7 @@ class DocumentCreateApi(RpcApi):
         )
         collectionId = serializers.UUIDField()
         publish = serializers.BooleanField(default=False)
+        tags = TagsField(required=False, help_text=TAGS_HELP)
 
     error_statuses = (*RpcApi.error_statuses, 422)
 
@@ -99,7 +123,12 @@ class DocumentCreateApi(RpcApi):
             request.user, data["collectionId"], refusal="You can read this collection but not add documents to it."
         )
         document = services.document_create(
-            by=request.user, collection=collection, title=data["title"], text=data["text"], publish=data["publish"]
+            by=request.user,
+            collection=collection,
+            title=data["title"],
+            text=data["text"],
+            publish=data["publish"],
+            tags=data.get("tags", []),
         )
         return respond(DocumentOutput, document)
 
@@ -108,11 +137,14 @@ class DocumentListApi(RpcApi):
     class Input(PaginationInput):
         collectionId = serializers.UUIDField(required=False)
         archived = serializers.BooleanField(default=False)
+        tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
 
     @extend_schema(responses=paginated_envelope(DocumentOutput))
     def post(self, request):
         data = self.validated(request)
-        documents = selectors.document_list(user=request.user, collection_id=data.get("collectionId"), archived=data["archived"])
+        documents = selectors.document_list(
+            user=request.user, collection_id=data.get("collectionId"), archived=data["archived"], tags=data.get("tags", [])
+        )
         return respond_page(DocumentOutput, documents, limit=data["limit"], offset=data["offset"])
 
 
@@ -125,6 +157,7 @@ class DocumentUpdateApi(RpcApi):
             allow_blank=True, required=False, max_length=settings.DOCUMENT_MAX_TEXT_LENGTH, trim_whitespace=False
         )
         publish = serializers.BooleanField(default=False)
+        tags = TagsField(required=False, help_text=f"{TAGS_HELP} Replace the document's tags ([] removes them all).")
 
     @extend_schema(responses=envelope(DocumentOutput))
     def post(self, request):
@@ -135,6 +168,7 @@ class DocumentUpdateApi(RpcApi):
             title=data.get("title"),
             text=data.get("text"),
             publish=data["publish"],
+            tags=data.get("tags"),
         )
         return respond(DocumentOutput, document)
 
@@ -199,6 +233,32 @@ class DocumentRemoveUserApi(RpcApi):
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
         services.document_membership_remove(document=document, user=member)
         return respond(DocumentOutput, document)
+
+
+class TagOutput(serializers.Serializer):
+    name = serializers.CharField()
+    documents = serializers.IntegerField(help_text="Documents you can read (not archived) that carry the tag.")
+
+
+class TagListApi(RpcApi):
+    """The tags of the documents you can read, most used first, with how many of those documents carry each."""
+
+    class Input(PaginationInput):
+        query = serializers.CharField(max_length=MAX_TAG_LENGTH, allow_blank=True, default="", help_text="A part of the tag.")
+        collectionId = serializers.UUIDField(required=False)
+
+    @extend_schema(responses=paginated_envelope(TagOutput))
+    def post(self, request):
+        data = self.validated(request)
+        tags, total = selectors.tag_list(
+            user=request.user,
+            collection_id=data.get("collectionId"),
+            query=data["query"],
+            limit=data["limit"],
+            offset=data["offset"],
+        )
+        body = {"data": tags, "pagination": {"limit": data["limit"], "offset": data["offset"], "total": total}}
+        return Response(paginated_envelope(TagOutput)(body).data)
 
 
 class CollectionCreateApi(RpcApi):

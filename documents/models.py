@@ -4,10 +4,14 @@ import uuid
 from bisect import bisect_right
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, Lookup, OuterRef, Q
 from django.utils import timezone
 
+from documents.tags import MAX_TAG_LENGTH, normalise_tags
 from permissions.models import Access, GroupMembership, Role, Team
 from permissions.policy import can_see_team_jobs
 
@@ -125,6 +129,13 @@ class Document(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Normalised by `clean` (documents.tags): lower-cased, each once, sorted. Filters match every listed tag.
+    tags = ArrayField(
+        models.CharField(max_length=MAX_TAG_LENGTH),
+        default=list,
+        blank=True,
+        help_text="Topics to filter search, answers and lists by, separated by commas.",
+    )
 
     objects = DocumentQuerySet.as_manager()
 
@@ -132,10 +143,18 @@ class Document(models.Model):
         indexes = [
             models.Index(fields=["team", "collection"], name="document_team_collection"),
             models.Index(fields=["team", "updated_at"], name="document_team_updated"),
+            # `tags @> ARRAY[...]`: the tag filter inside search's visible scope and documents.list.
+            GinIndex(fields=["tags"], name="document_tags"),
         ]
 
     def __str__(self) -> str:
         return self.title
+
+    def clean(self) -> None:
+        try:
+            self.tags = normalise_tags(self.tags or [])
+        except ValidationError as exc:
+            raise ValidationError({"tags": exc.messages}) from exc
 
     @property
     def url(self) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from config.errors import NotFound
@@ -25,14 +27,58 @@ def document_get(*, user: User, document_id: uuid.UUID, include_archived: bool =
     return document
 
 
-def document_list(*, user: User, collection_id: uuid.UUID | None = None, archived: bool = False) -> DocumentQuerySet:
+def document_list(
+    *, user: User, collection_id: uuid.UUID | None = None, archived: bool = False, tags: Sequence[str] = ()
+) -> DocumentQuerySet:
+    """The visible documents, newest change first; with `tags`, those carrying every one of them (normalised tags)."""
     qs = Document.objects.visible_to(user, include_archived=archived)
     if archived:
         qs = qs.filter(archived_at__isnull=False)
     if collection_id is not None:
         collection_get(user=user, collection_id=collection_id)
         qs = qs.filter(collection_id=collection_id)
+    if tags:
+        qs = qs.filter(tags__contains=list(tags))
     return qs.order_by("-updated_at", "id")
+
+
+@dataclass(frozen=True)
+class TagCount:
+    name: str
+    documents: int  # visible (not archived) documents carrying the tag
+
+
+def tag_list(
+    *, user: User, collection_id: uuid.UUID | None = None, query: str = "", limit: int = 50, offset: int = 0
+) -> tuple[list[TagCount], int]:
+    """The tags of the documents `user` can see (optionally of one collection, containing `query`), most used first,
+    each with its count of those documents; and how many such tags there are. Invisible documents count nowhere."""
+    documents = Document.objects.visible_to(user)
+    if collection_id is not None:
+        collection_get(user=user, collection_id=collection_id)
+        documents = documents.filter(collection_id=collection_id)
+    visible, params = documents.order_by().values("tags").query.sql_with_params()
+    query = " ".join(query.split()).lower()  # as tags are written (documents.tags)
+    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT t.tag, count(*) AS n, count(*) OVER () AS total
+                FROM ({visible}) d, unnest(d.tags) AS t(tag)
+                WHERE t.tag LIKE %s
+                GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT %s OFFSET %s""",
+            [*params, pattern, limit, offset],
+        )
+        rows = cursor.fetchall()
+    if rows:
+        return [TagCount(name=tag, documents=n) for tag, n, _ in rows], rows[0][2]
+    if offset == 0:
+        return [], 0
+    # A page past the end holds no row to read the total from.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(DISTINCT t.tag) FROM ({visible}) d, unnest(d.tags) AS t(tag) WHERE t.tag LIKE %s", [*params, pattern]
+        )
+        return [], cursor.fetchone()[0]
 
 
 def collection_get(*, user: User, collection_id: uuid.UUID) -> Collection:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,6 +14,7 @@ from documents.models import (
     DocumentMembership,
 )
 from documents.signals import document_deleted, document_saved
+from documents.tags import normalise_tags
 from permissions.models import Access, Group, Role, User
 
 
@@ -42,13 +45,22 @@ def collection_membership_remove(*, collection: Collection, user: User) -> None:
 
 
 @transaction.atomic
-def document_create(*, by: User | None, collection: Collection, title: str, text: str = "", publish: bool = False) -> Document:
+def document_create(
+    *,
+    by: User | None,
+    collection: Collection,
+    title: str,
+    text: str = "",
+    publish: bool = False,
+    tags: Sequence[str] = (),
+) -> Document:
     now = timezone.now()
     document = Document(
         team_id=collection.team_id,
         collection=collection,
         title=title,
         text=text,
+        tags=list(tags),  # normalised by full_clean (Document.clean)
         created_by=by,
         created_at=now,
         updated_at=now,
@@ -62,12 +74,22 @@ def document_create(*, by: User | None, collection: Collection, title: str, text
 
 @transaction.atomic
 def document_update(
-    *, document: Document, by: User | None, title: str | None = None, text: str | None = None, publish: bool = False
+    *,
+    document: Document,
+    by: User | None,
+    title: str | None = None,
+    text: str | None = None,
+    publish: bool = False,
+    tags: Sequence[str] | None = None,
 ) -> Document:
-    """Update title and/or text; a text change bumps the version (and so reindexes)."""
+    """Update title, text and/or tags (None: unchanged; tags replace the old ones); a text change bumps the version (and so reindexes)."""
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
     document = Document.objects.select_for_update().get(pk=document.pk)
-    title_changed = content_changed = False
+    title_changed = content_changed = tags_changed = False
+    if tags is not None and normalise_tags(tags) != document.tags:
+        document.tags = normalise_tags(tags)
+        # Search filters by tag through the documents table: nothing to reindex.
+        tags_changed = True
     if title is not None and title != document.title:
         document.title = title
         title_changed = True
@@ -78,12 +100,13 @@ def document_update(
     published_now = publish and document.published_at is None
     if published_now:
         document.published_at = timezone.now()
-    if not (title_changed or content_changed or published_now):
+    if not (title_changed or content_changed or published_now or tags_changed):
         return document
     document.updated_at = timezone.now()
     document.full_clean()
     document.save()
-    document_saved.send(sender=Document, document_id=document.pk, content_changed=content_changed or published_now)
+    if title_changed or content_changed or published_now:
+        document_saved.send(sender=Document, document_id=document.pk, content_changed=content_changed or published_now)
     return document
 
 

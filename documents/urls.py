@@ -14,6 +14,7 @@ urlpatterns = [
     path("documents.add_user", apis.DocumentAddUserApi.as_view()),
     path("documents.remove_user", apis.DocumentRemoveUserApi.as_view()),
     path("documents.import", apis.DocumentImportApi.as_view()),
+    path("tags.list", apis.TagListApi.as_view()),
     path("jobs.info", apis.JobInfoApi.as_view()),
     path("jobs.list", apis.JobListApi.as_view()),
     path("collections.create", apis.CollectionCreateApi.as_view()),

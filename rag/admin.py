@@ -17,7 +17,8 @@ from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
 from permissions.admin import TeamAdmin
 from permissions.models import Team
-from rag.indexing.cleanup import cleanup_embeddings
+from rag.indexing.cleanup import CleanupReport, cleanup_embeddings
+from rag.indexing.serving import coverage
 from rag.indexing.state import job_create, mark_pending
 from rag.models import (
     Chunk,
@@ -30,6 +31,7 @@ from rag.models import (
     QueryLog,
     Relation,
     SearchLog,
+    ServingModel,
 )
 from rag.tasks import enqueue_reindex
 
@@ -44,6 +46,19 @@ def queue_reindex(request, documents, description: str) -> None:
     job = job_create(description=description, total=len(ids), model_id=model_id, by=request.user)
     enqueue_reindex(ids, job=job)
     messages.success(request, f"Queued {len(ids)} document(s) for reindexing; follow job {job.pk} under Index jobs.")
+
+
+def report_cleanup(request, report: CleanupReport) -> None:
+    messages.success(
+        request,
+        f"Deleted {sum(report.obsolete_models.values())} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents.",
+    )
+    for model_id, teams in report.still_serving.items():
+        messages.warning(
+            request,
+            f"Kept {model_id}: {teams} team(s) are still searched with it until {settings.RAG_EMBEDDING_MODEL} covers them "
+            "(see Serving models). Clean up again after the switch.",
+        )
 
 
 class IndexStateFilter(admin.SimpleListFilter):
@@ -122,11 +137,7 @@ class IndexedTeamAdmin(TeamAdmin):
 
     @admin.action(description="Clean up obsolete embeddings (all teams)")
     def cleanup(self, request, queryset):
-        report = cleanup_embeddings()
-        removed = sum(report.obsolete_models.values())
-        messages.success(
-            request, f"Deleted {removed} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents."
-        )
+        report_cleanup(request, cleanup_embeddings())
 
 
 @admin.register(IndexStatus)
@@ -147,8 +158,18 @@ class IndexStatusAdmin(admin.ModelAdmin):
 
 @admin.register(IndexJob)
 class IndexJobAdmin(admin.ModelAdmin):
-    list_display = ["description", "model_id", "state", "progress", "failed", "created_by", "created_at", "finished_at"]
-    list_filter = ["state", "model_id"]
+    list_display = [
+        "description",
+        "model_id",
+        "backfill",
+        "state",
+        "progress",
+        "failed",
+        "created_by",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["state", "backfill", "model_id"]
     readonly_fields = [f.name for f in IndexJob._meta.fields]
 
     def has_add_permission(self, request) -> bool:
@@ -157,6 +178,32 @@ class IndexJobAdmin(admin.ModelAdmin):
     @admin.display(description="done / total")
     def progress(self, obj) -> str:
         return f"{obj.done + obj.failed} / {obj.total}"
+
+
+@admin.register(ServingModel)
+class ServingModelAdmin(admin.ModelAdmin):
+    """Which model each team is searched with; during a model change, how far the configured one has come."""
+
+    list_display = ["team", "model_id", "provider", "dimension", "since", "switch"]
+    list_filter = ["model_id"]
+    readonly_fields = [f.name for f in ServingModel._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="configured model")
+    def switch(self, obj: ServingModel) -> str:
+        if obj.model_id == settings.RAG_EMBEDDING_MODEL:
+            return "in use"
+        progress = coverage(Document.objects.filter(team_id=obj.team_id), old=obj.model_id)
+        return (
+            f"{progress.model}: backfill {progress.done} / {progress.total} documents"
+            + (f", {progress.failed} failed" if progress.failed else "")
+            + " (searches switch when all are done)"
+        )
 
 
 @admin.register(Chunk)
@@ -186,11 +233,7 @@ class ChunkAdmin(admin.ModelAdmin):
 
     @admin.action(description="Clean up obsolete models' and deleted documents' embeddings")
     def cleanup(self, request, queryset):
-        report = cleanup_embeddings()
-        messages.success(
-            request,
-            f"Deleted {sum(report.obsolete_models.values())} obsolete chunk(s) and {report.orphaned_chunks} orphaned chunk(s).",
-        )
+        report_cleanup(request, cleanup_embeddings())
 
 
 class FeedbackInline(admin.TabularInline):

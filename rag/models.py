@@ -115,12 +115,19 @@ class IndexJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     description = models.CharField(max_length=500)
     model_id = models.CharField(max_length=200)
+    backfill = models.BooleanField(
+        default=False,
+        help_text="Builds model_id's chunks for teams still searched with an earlier model (rag.indexing.backfill).",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.RUNNING)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(
+        default=timezone.now, help_text="Last progress: a backfill silent for a lease is restarted."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -128,6 +135,32 @@ class IndexJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.description} ({self.done + self.failed}/{self.total})"
+
+
+class ServingModel(models.Model):
+    """The embedding model a team's searches use, and how to embed a query for it.
+
+    Normally the configured model (RAG_EMBEDDING_MODEL). When the configuration names a new model,
+    the team keeps being searched with this one while the new model's chunks are built beside it,
+    and moves to the new model once those cover every document this one covered
+    (rag.indexing.serving.switch_covered_teams). A team without a row is searched with the
+    configured model; its first indexing writes the row.
+    """
+
+    team = models.OneToOneField(Team, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    model_id = models.CharField(max_length=200)
+    provider = models.CharField(
+        max_length=20, help_text="The RAG_EMBEDDING_PROVIDER that embedded its chunks: queries go to it too."
+    )
+    dimension = models.PositiveIntegerField()
+    since = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "rag_serving_model"
+        db_table_comment = "Per team: the embedding model searches use (the previous one until a new model covers the team)."
+
+    def __str__(self) -> str:
+        return f"{self.model_id} ({self.provider}, {self.dimension})"
 
 
 class Confidence(models.TextChoices):

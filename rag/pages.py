@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -20,10 +21,17 @@ EXAMPLE_QUESTIONS = [
 ]
 
 
+def _disabled(request: AuthenticatedHttpRequest, *, page: str, heading: str) -> HttpResponse:
+    """What /rag and /graph show with RAG_ENABLED=false: that the feature is off, and what still works."""
+    return render(request, "rag/disabled.html", {"page": page, "heading": heading})
+
+
 @require_GET
 @with_csp
 @login_required
 def ask_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    if not settings.RAG_ENABLED:
+        return _disabled(request, page="Ask", heading="Search and answers are turned off")
     return render(
         request,
         "rag/ask.html",
@@ -38,6 +46,8 @@ def ask_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 @with_csp
 @login_required
 def graph_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    if not settings.RAG_ENABLED:
+        return _disabled(request, page="Graph", heading="The knowledge graph is turned off")
     # The page reads everything through graph.entities, graph.entity and graph.passage, which filter
     # by the viewer; it renders no data of its own, only the legend of entity kinds.
     return render(request, "rag/graph.html", {"kinds": EntityKind.choices})

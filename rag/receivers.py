@@ -1,4 +1,4 @@
-"""Signal receivers: they only enqueue, after the transaction commits."""
+"""Signal receivers: they only enqueue, after the transaction commits, or start a team's new generation."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import logging
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
-from django.db.models.signals import post_migrate
+from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
+from documents.models import Collection, CollectionMembership, Document, DocumentMembership
 from documents.signals import document_deleted, document_saved
+from permissions.models import Group, GroupMembership
 from rag import tasks
 from rag.indexing.pipeline import title_changed
+from rag.retrieval.generation import team_changed
 from rag.retrieval.vector_index import ensure_vector_index
 
 logger = logging.getLogger("rag.indexing")
@@ -35,17 +38,25 @@ def _after_commit(what: str, document_id, action) -> None:
     transaction.on_commit(run)
 
 
+# With RAG_ENABLED=false nothing is queued: the document's chunks stay as they were (out of sight, as
+# every reader of them is switched off) until the feature is on again, when the reconciliation every
+# starting worker runs finds the documents that changed meanwhile missing, stale or deleted.
+
+
 @receiver(document_saved)
 def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None:
-    if content_changed:
-        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
-    else:
+    if not content_changed:
+        # Queued nowhere and no embedding: the chunks take a new title at once, so one made while the
+        # feature is off is in place when it comes back on (the reconciliation cannot see a title).
         _after_commit("a title refresh", document_id, lambda: title_changed(document_id))
+    elif settings.RAG_ENABLED:
+        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
 
 
 @receiver(document_deleted)
 def queue_removal(sender, document_id, **kwargs) -> None:
-    _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
+    if settings.RAG_ENABLED:
+        _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
 
 
 @receiver(post_migrate)
@@ -58,3 +69,44 @@ def create_vector_index(sender, using="default", **kwargs) -> None:
 def recover_on_worker_start(sender=None, **kwargs) -> None:
     """A worker that starts finishes what a dead one left: a full reconciliation, queued like any task."""
     tasks.reconcile_index_task.delay()
+
+
+# Who may read what, and what there is to read: any save or delete of these starts a new generation
+# for the team (rag.retrieval.generation), so no cached answer outlives it. Model signals rather than
+# the services' own, so the admin, imports and the shell are covered too.
+
+
+@receiver([post_save, post_delete], sender=Document, dispatch_uid="rag.generation.document")
+@receiver([post_save, post_delete], sender=Collection, dispatch_uid="rag.generation.collection")
+@receiver([post_save, post_delete], sender=Group, dispatch_uid="rag.generation.group")
+def team_content_changed(sender, instance, **kwargs) -> None:
+    team_changed(instance.team_id)
+
+
+@receiver([post_save, post_delete], sender=CollectionMembership, dispatch_uid="rag.generation.collection_membership")
+def collection_membership_changed(sender, instance, **kwargs) -> None:
+    # The collection may be going in the same delete; its own signal then starts the generation.
+    team_changed(Collection.objects.filter(pk=instance.collection_id).values_list("team_id", flat=True).first())
+
+
+@receiver([post_save, post_delete], sender=DocumentMembership, dispatch_uid="rag.generation.document_membership")
+def document_membership_changed(sender, instance, **kwargs) -> None:
+    team_changed(Document.objects.filter(pk=instance.document_id).values_list("team_id", flat=True).first())
+
+
+@receiver([post_save, post_delete], sender=GroupMembership, dispatch_uid="rag.generation.group_membership")
+def group_membership_changed(sender, instance, **kwargs) -> None:
+    team_changed(Group.objects.filter(pk=instance.group_id).values_list("team_id", flat=True).first())
+
+
+@receiver(m2m_changed, sender=GroupMembership, dispatch_uid="rag.generation.group_members")
+def group_members_changed(sender, instance, action: str, reverse: bool, pk_set, **kwargs) -> None:
+    """`group.members.add(...)` and the like write GroupMembership rows without saving them one by one."""
+    if action.startswith("post_"):
+        teams = (
+            {instance.team_id}
+            if not reverse or not pk_set
+            else set(Group.objects.filter(pk__in=pk_set).values_list("team_id", flat=True))
+        )
+        for team_id in teams:
+            team_changed(team_id)

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from celery import shared_task
 from django.conf import settings
 
-from rag.indexing.pipeline import index_documents, remove_document_chunks
+from permissions.models import User
+from rag.indexing.backfill import backfill_start, backfill_step
+from rag.indexing.pipeline import index_with_serving_models, remove_document_chunks
 from rag.indexing.reconcile import ReconcileReport, reconcile, stuck
 from rag.indexing.state import job_record, mark_pending, request_index
 from rag.models import IndexJob
@@ -23,13 +25,13 @@ REINDEX_BATCH = 32
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def index_document_task(document_id: str, force: bool = False) -> dict:
-    result = index_documents(document_ids=[document_id], force=force)
+    result = index_with_serving_models(document_ids=[document_id], force=force)
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def index_batch_task(document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
-    result = index_documents(document_ids=document_ids, force=force)
+    result = index_with_serving_models(document_ids=document_ids, force=force)
     if job_id:
         job_record(job_id=job_id, done=len(document_ids) - len(result.failed), failed=len(result.failed))
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
@@ -40,16 +42,54 @@ def remove_document_task(document_id: str) -> None:
     remove_document_chunks(document_ids=[document_id])
 
 
+# The two passes beat runs (and a starting worker, the first): with RAG_ENABLED=false they do nothing,
+# so documents saved meanwhile wait; the first reconciliation after the switch is on again indexes them.
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def backfill_task(job_id: str) -> bool:
+    """One step of a backfill; it queues the next itself, so the job feeds itself one batch at a time."""
+    more = backfill_step(job_id=job_id)
+    if more:
+        _next_backfill_step(job_id)
+    return more
+
+
+def _next_backfill_step(job_id: str) -> None:
+    if backfill_task.app.conf.task_always_eager:
+        # In-process (no broker): a loop, not one nested call per step.
+        while backfill_step(job_id=job_id):
+            pass
+    else:
+        backfill_task.delay(job_id)
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile_index_task() -> dict:
+    """At worker start and every RAG_RECONCILE_INTERVAL: start (or restart) a backfill a model change needs, then repair."""
+    if not settings.RAG_ENABLED:
+        return {}
+    start_backfill()
     report = reconcile()
     repair_index(report)
     return report.counts()
 
 
+def start_backfill(*, by: User | None = None) -> IndexJob | None:
+    """Start the backfill of the configured model if a team still waits for it (or restart a stalled one); its job."""
+    start = backfill_start(by=by)
+    if start is None:
+        return None
+    if start.needs_step:
+        _next_backfill_step(str(start.job.pk))
+    return start.job
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def recover_index_task() -> int:
     """Queue again what a dead process left unindexed (run by beat every RAG_RECOVER_INTERVAL seconds)."""
+    if not settings.RAG_ENABLED:
+        return 0
     return recover_index(lease=settings.RAG_INDEX_LEASE)
 
 

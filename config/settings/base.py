@@ -332,12 +332,25 @@ RAG_LLM_MAX_RETRIES = _positive_int("RAG_LLM_MAX_RETRIES", 1, minimum=0)
 RAG_LLM_MAX_TOKENS = _positive_int("RAG_LLM_MAX_TOKENS", 800, minimum=16)
 # Below this cosine similarity a passage is no evidence; with none above it the answer says so without the LLM.
 RAG_ANSWER_MIN_SCORE = _bounded_float("RAG_ANSWER_MIN_SCORE", RAG_SIMILARITY_THRESHOLD, 0.0, 1.0)
+# Neighbouring context: a passage cut mid-thought is widened with up to this many chunks on each side
+# (0: never), adding at most RAG_ANSWER_CONTEXT_TOKENS tokens to one answer's passages together.
+RAG_ANSWER_NEIGHBOURS = _positive_int("RAG_ANSWER_NEIGHBOURS", 1, minimum=0)
+if RAG_ANSWER_NEIGHBOURS > 5:
+    raise ImproperlyConfigured(f"RAG_ANSWER_NEIGHBOURS must be at most 5, got {RAG_ANSWER_NEIGHBOURS}")
+RAG_ANSWER_CONTEXT_TOKENS = _positive_int("RAG_ANSWER_CONTEXT_TOKENS", 256, minimum=0)
+# Evidence whose newest document version is older than this many days lowers an answer's confidence (0: never).
+RAG_ANSWER_STALE_DAYS = _positive_int("RAG_ANSWER_STALE_DAYS", 365, minimum=0)
 RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
+# Repeated questions answered from the cache (rag/answering/cache.py), for at most this many seconds;
+# any change to what the asker's team can read invalidates them sooner.
+RAG_ANSWER_CACHE = _bool("RAG_ANSWER_CACHE", True)
+RAG_ANSWER_CACHE_TTL = _positive_int("RAG_ANSWER_CACHE_TTL", 3600)
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
-# Below this many visible chunks, vector search scans exactly (never misses) instead of using HNSW.
-RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 5_000, minimum=0)
+# Scopes of up to this many chunks are always scanned exactly (never miss); larger ones are scanned
+# or walked through HNSW, whichever reads less (rag.retrieval.vector.choose_path).
+RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 1_000, minimum=0)
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations

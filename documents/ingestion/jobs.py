@@ -324,6 +324,7 @@ def _write(job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed
             title=parsed.title,
             text=parsed.text,
             publish=job.publish,
+            tags=parsed.tags or [],
         )
         outcome = ImportOutcome.CREATED
     else:
@@ -335,6 +336,8 @@ def _write(job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed
             title=parsed.title,
             text=parsed.text,
             publish=job.publish,
+            # A file that names its tags sets them; one that names none leaves the tags given in Cairn.
+            tags=parsed.tags,
         )
         outcome = ImportOutcome.UPDATED
     Source.objects.update_or_create(

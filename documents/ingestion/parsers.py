@@ -13,8 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from django.core.exceptions import ValidationError
+
 from documents.ingestion.detect import Detected
 from documents.ingestion.errors import FileRejected
+from documents.tags import normalise_tags, split_tags
 
 # pypdf reports every oddity of a slightly damaged file on its logger; the job keeps the outcome.
 logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -28,6 +31,8 @@ class Parsed:
     text: str
     # Character offset where each page starts in `text` (PDF only).
     page_map: list[int] = field(default_factory=list)
+    # From a Markdown file's front matter (normalised); None when the file names no tags.
+    tags: list[str] | None = None
 
     @property
     def pages(self) -> int:
@@ -56,9 +61,47 @@ def _first_heading(markdown: str) -> str:
     return match.group(1) if match else ""
 
 
+# YAML front matter, as Jekyll, Hugo and Obsidian write it: the file's first line is `---`, and the
+# block ends at the next line that is `---` or `...`. (detect.py already made every line end in \n.)
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
+
+
 def parse_markdown(name: str, data: bytes, detected: Detected) -> Parsed:
     text = detected.text or ""
-    return Parsed(title=_first_heading(text), text=text)
+    title, tags = "", None
+    match = _FRONT_MATTER.match(text)
+    meta = _front_matter(match.group(1)) if match else None
+    if meta is not None:
+        assert match is not None
+        text = text[match.end() :].lstrip("\n")
+        title = str(meta.get("title") or "").strip()
+        tags = _front_matter_tags(meta["tags"]) if "tags" in meta else None
+    return Parsed(title=title or _first_heading(text), text=text, tags=tags)
+
+
+def _front_matter(block: str) -> dict | None:
+    """The front matter's keys; None when the block is not a mapping (a Markdown rule `---` around plain text)."""
+    import yaml
+
+    try:
+        meta = yaml.safe_load(block)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "unreadable"
+        raise FileRejected(f"The front matter (between the --- lines at the top) is not valid YAML: {problem}.") from exc
+    if meta is None:
+        return {}
+    return meta if isinstance(meta, dict) else None
+
+
+def _front_matter_tags(value: object) -> list[str]:
+    """`tags: [a, b]`, a YAML list, or `tags: a, b`; normalised as every document's tags are."""
+    if value is None:
+        return []
+    values = split_tags(value) if isinstance(value, str) else value if isinstance(value, list) else [value]
+    try:
+        return normalise_tags(str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values)
+    except ValidationError as exc:
+        raise FileRejected(f"The front matter's tags are not valid: {' '.join(exc.messages)}") from exc
 
 
 def parse_text(name: str, data: bytes, detected: Detected) -> Parsed:

@@ -1,22 +1,26 @@
 """The answer flow: retrieval → evidence check → generation (or an extractive answer) → citation mapping.
 
 The server numbers the passages; a `[n]` it did not supply never leaves it. Every answer is
-logged as a QueryLog.
+logged as a QueryLog. A repeated question may be answered from the answer cache (rag.answering.cache).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 
 from django.conf import settings
+from django.db import connection, transaction
 
 from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
+from rag.answering.cache import CachedAnswer, CacheSlot, answer_cache_lookup, answer_cache_store
 from rag.answering.citations import CitationFilter, clean_citations
+from rag.answering.confidence import Assessment
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
-from rag.answering.passages import Retrieval, ms_since
+from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
 from rag.models import Confidence, QueryLog
@@ -41,11 +45,116 @@ def _pieces(text: str) -> Iterator[str]:
     yield from text.splitlines(keepends=True)
 
 
-def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, dict]]:
+def answer_confidence(passages: dict[int, Passage], *, mode: str, cited: list[int]) -> Assessment:
+    """Confidence in the answer as made: the evidence of the passages it cites (of all of them when it
+    cites none), then what the way it was made imposes."""
+    assessment = passages_confidence([passages[n] for n in cited] or list(passages.values()))
+    if mode == MODE_INSUFFICIENT:
+        return assessment.overruled(Confidence.INSUFFICIENT, "No sentence of the passages answers the question")
+    if not cited and mode == MODE_GENERATED:
+        return assessment.overruled(Confidence.LOW, "The generated answer cites no passage, so it cannot be traced")
+    if assessment.level == Confidence.INSUFFICIENT:
+        return assessment.overruled(Confidence.LOW, "The answer cites only passages below the evidence threshold")
+    return assessment
+
+
+def answer_question(
+    *,
+    user: User,
+    query: str,
+    limit: int = 5,
+    collection_id: uuid.UUID | None = None,
+    document_id: uuid.UUID | None = None,
+    tags: Sequence[str] = (),
+    context: str = "",
+    started: float | None = None,
+) -> Iterator[tuple[str, dict]]:
+    """The answer's events, from the answer cache when it holds one the asker may still be given, else
+    from retrieval and `answer_events` (which stores it).
+
+    Not a generator itself: a scope that is not found, nothing indexed and the other errors of
+    retrieval are raised here, before the first event. `context` (the earlier turns of a
+    conversation) is part of the cache key.
+    """
+    started = time.perf_counter() if started is None else started
+    slot, hit = answer_cache_lookup(
+        user=user,
+        query=query,
+        limit=limit,
+        collection_id=collection_id,
+        document_id=document_id,
+        tags=tags,
+        context=context,
+    )
+    if hit is not None:
+        return cached_answer_events(user=user, query=query, hit=hit, started=started)
+    retrieval = retrieve(
+        user=user,
+        query=query,
+        limit=limit,
+        collection_id=collection_id,
+        document_id=document_id,
+        tags=list(tags),
+        started=started,
+    )
+    return answer_events(user=user, retrieval=retrieval, cache_slot=slot)
+
+
+def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: float) -> Iterator[tuple[str, dict]]:
+    """A cached answer as the same events as a fresh one, logged as an answer of its own (its own id for feedback)."""
+    latency = {"cacheMs": ms_since(started)}
+    log = QueryLog(
+        user=user,
+        team_id=user.team_id,
+        query=query,
+        passage_count=hit.passages,
+        answer=hit.answer,
+        mode=hit.mode,
+        confidence=hit.confidence,
+        citations=hit.citations,
+    )
+    by_n = {c["n"]: c for c in hit.citations}
+    citations = CitationFilter(set(by_n))
+    logged = False
+    try:
+        for text, cited in [*(citations.feed(piece) for piece in _pieces(hit.answer)), citations.flush()]:
+            if text:
+                yield "token", {"text": text}
+            for n in cited:
+                yield "citation", by_n[n]
+        latency["totalMs"] = ms_since(started)
+        log.latency, log.total_ms = latency, latency["totalMs"]
+        with transaction.atomic():
+            # As the search log does: the row may be lost in a crash, so its commit need not wait for the
+            # WAL to reach the disk, which would be a good part of a cached answer's time.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
+            log.save()
+        logged = True
+        common = {
+            "id": str(log.pk),
+            "confidence": hit.confidence,
+            "confidenceFactors": hit.confidence_factors,
+            "mode": hit.mode,
+            "cached": True,
+            "latency": latency,
+        }
+        yield "metadata", {**common, "passages": hit.passages}
+        yield "done", {**common, "answer": hit.answer, "citations": hit.citations, "html": hit.html}
+    except GeneratorExit:
+        if not logged:
+            log.error, log.total_ms = "client disconnected", ms_since(started)
+            log.latency = latency
+            log.save()
+        raise
+
+
+def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | None = None) -> Iterator[tuple[str, dict]]:
     """The answer as events: `token`, `citation`, then `metadata` and `done`; the query is logged.
 
     An LLM failure falls back to the extractive answer. If it fails after text was sent, `done`
-    carries the extractive answer that supersedes what was streamed.
+    carries the extractive answer that supersedes what was streamed. An answer that completed as
+    designed (no provider failure, read to the end) is stored in `cache_slot`.
     """
     passages = {p.n: p for p in retrieval.passages}
     log = QueryLog(user=user, team_id=user.team_id, query=retrieval.query, passage_count=len(passages))
@@ -110,30 +219,53 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
                 close()
         answer, cited = clean_citations(answer, set(passages))
         citations = [passages[n].citation() for n in sorted(cited)]
-        confidence = str(retrieval.confidence)
-        if mode == MODE_GENERATED and not cited:
-            confidence = str(Confidence.LOW)  # an uncited answer cannot be traced to its sources
-        elif mode == MODE_INSUFFICIENT:
-            confidence = str(Confidence.INSUFFICIENT)
+        assessment = answer_confidence(passages, mode=mode, cited=cited)
+        confidence, factors = str(assessment.level), assessment.factors
         latency["generationMs"] = ms_since(generation_started)
         latency["totalMs"] = ms_since(retrieval.started)
         log.answer, log.mode, log.confidence, log.citations = answer, mode, confidence, citations
         log.latency, log.total_ms = latency, latency["totalMs"]
         log.save()
         logged = True
+        html = answer_html(answer, {c["n"]: c for c in citations})
+        if cache_slot is not None and not log.error:
+            sources = [(str(p.document_id), p.version, p.title) for p in retrieval.passages]
+            answer_cache_store(
+                cache_slot,
+                CachedAnswer(
+                    answer=answer,
+                    citations=citations,
+                    confidence=confidence,
+                    confidence_factors=factors,
+                    mode=mode,
+                    passages=len(passages),
+                    html=html,
+                    sources=sources,
+                ),
+            )
         yield (
             "metadata",
-            {"id": str(log.pk), "confidence": confidence, "mode": mode, "passages": len(passages), "latency": latency},
+            {
+                "id": str(log.pk),
+                "confidence": confidence,
+                "confidenceFactors": factors,
+                "mode": mode,
+                "cached": False,
+                "passages": len(passages),
+                "latency": latency,
+            },
         )
         result = {
             "id": str(log.pk),
             "answer": answer,
             "citations": citations,
             "confidence": confidence,
+            "confidenceFactors": factors,
             "mode": mode,
+            "cached": False,
             "latency": latency,
         }
-        yield "done", {**result, "html": answer_html(answer, {c["n"]: c for c in citations})}
+        yield "done", {**result, "html": html}
     except GeneratorExit:
         if not logged:  # the reader went away: still record the question
             log.mode, log.error, log.total_ms = mode, "client disconnected", ms_since(retrieval.started)
@@ -142,9 +274,9 @@ def answer_events(*, user: User, retrieval: Retrieval) -> Iterator[tuple[str, di
         raise
 
 
-def answer_complete(*, user: User, retrieval: Retrieval) -> dict:
-    """The whole answer at once (the non-streamed response's `data`)."""
-    for event, data in answer_events(user=user, retrieval=retrieval):
+def answer_complete(events: Iterable[tuple[str, dict]]) -> dict:
+    """The whole answer at once (the non-streamed response's `data`), from its events."""
+    for event, data in events:
         if event == "done":
             data.pop("html")
             return data

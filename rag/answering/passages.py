@@ -11,20 +11,24 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from config.metrics import KIND_RERANK, provider_call
 from documents.selectors import source_pages
 from permissions.models import User
-from rag.models import Confidence
+from rag.answering.confidence import Assessment, Evidence, assess_confidence
+from rag.answering.context import widen_passages
 from rag.providers.errors import ProviderError
 from rag.providers.llm import get_reranker
 from rag.providers.retry import INTERACTIVE, call_with_retries
 from rag.retrieval.hits import Hit
 from rag.retrieval.query import embed_query, vector_literal
 from rag.retrieval.search import search
+from rag.retrieval.serving import SearchModel
 
 logger = logging.getLogger("rag.answers")
 
@@ -48,6 +52,15 @@ class Passage:
     text: str
     # The PDF page the passage starts on, when its document version was imported from a PDF.
     page: int | None = None
+    # When the passage's document version was saved (the document's updatedAt): its recency as evidence.
+    updated_at: datetime | None = None
+    # The matched chunk's own span; `start`/`end`/`text` are wider when neighbouring context was added.
+    chunk_start: int = -1
+    chunk_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.chunk_start < 0:
+            self.chunk_start, self.chunk_end = self.start, self.end
 
     def citation(self) -> dict:
         return {
@@ -57,10 +70,15 @@ class Passage:
             "chunkIndex": self.chunk_index,
             "start": self.start,
             "end": self.end,
+            "chunkStart": self.chunk_start,
+            "chunkEnd": self.chunk_end,
             "score": round(self.score, 6),
             "context": self.text,
             "page": self.page,
         }
+
+    def evidence(self) -> Evidence:
+        return Evidence(similarity=self.similarity, document_id=self.document_id, version_time=self.updated_at)
 
 
 @dataclass
@@ -124,24 +142,19 @@ def ms_since(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
 
 
-def evidence_confidence(similarities: list[float], *, min_score: float) -> str:
-    """How well the passages support an answer, from their cosine similarity to the question.
-
-    Nothing at or above `min_score` is insufficient. Above it, confidence grows with how far the best
-    passage clears the threshold (as a share of the room left above it) and with a second supporting passage.
-    """
-    supporting = sorted((s for s in similarities if s >= min_score), reverse=True)
-    if not supporting:
-        return Confidence.INSUFFICIENT
-    strength = (supporting[0] - min_score) / max(1e-9, 1.0 - min_score)
-    if strength >= 0.4 and len(supporting) >= 2:
-        return Confidence.HIGH
-    if strength >= 0.15:
-        return Confidence.MEDIUM
-    return Confidence.LOW
+def passages_confidence(passages: list[Passage]) -> Assessment:
+    """How well `passages` support an answer, and why (the rule is in rag.answering.confidence)."""
+    return assess_confidence(
+        [p.evidence() for p in passages],
+        threshold=settings.RAG_ANSWER_MIN_SCORE,
+        stale_after_days=settings.RAG_ANSWER_STALE_DAYS,
+        now=timezone.now(),
+    )
 
 
-def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID]) -> dict[int, float]:
+def _similarities(
+    query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID], model: SearchModel | None
+) -> dict[int, float]:
     """Cosine similarity of each chunk to the query (hybrid scores are ranks, not evidence).
 
     `visible_document_ids` are the documents search() just loaded through `visible_to`; restricting
@@ -149,7 +162,8 @@ def _similarities(query: str, chunk_ids: list[int], visible_document_ids: list[u
     """
     if not chunk_ids:
         return {}
-    literal = vector_literal(embed_query(query))  # cached by search() moments ago
+    # The model the chunks were ranked with (cached by search() moments ago).
+    literal = vector_literal(embed_query(query, model.embedder() if model else None))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND document_id = ANY(%s)",
@@ -184,14 +198,16 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
 
 
 def retrieve(
-    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None
+    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None, tags=()
 ) -> Retrieval:
     """The passages an answer may use, numbered from 1, and how strongly they support one."""
     started = time.perf_counter() if started is None else started
     latency: dict[str, float] = {}
     lap = time.perf_counter()
     depth = max(limit, RERANK_CANDIDATES) if settings.RAG_RERANK_MODEL else limit
-    result = search(user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id)
+    result = search(
+        user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id, tags=tags
+    )
     hits = [h for h in result.hits if h.document_id in result.documents]
     latency["retrievalMs"] = ms_since(lap)
     scores = {h.chunk_id: h.score for h in hits}
@@ -201,7 +217,7 @@ def retrieve(
         latency["rerankMs"] = ms_since(lap)
     hits = hits[:limit]
     lap = time.perf_counter()
-    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents))
+    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents), result.model)
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
         assert hit.document_id is not None, "hits were kept above only when their document was loaded"
@@ -220,12 +236,16 @@ def retrieve(
                 score=scores[hit.chunk_id],
                 similarity=similarity[hit.chunk_id],
                 text=hit.text,
+                updated_at=document.updated_at,
             )
         )
+    latency["evidenceMs"] = ms_since(lap)
+    lap = time.perf_counter()
+    widen_passages(user=user, passages=passages)
+    latency["contextMs"] = ms_since(lap)
     pages = source_pages(citations=[(p.document_id, p.version, p.start) for p in passages])
     for passage in passages:
         passage.page = pages.get((passage.document_id, passage.version, passage.start))
-    confidence = evidence_confidence([p.similarity for p in passages], min_score=settings.RAG_ANSWER_MIN_SCORE)
-    latency["evidenceMs"] = ms_since(lap)
+    confidence = passages_confidence(passages).level
     facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED else []
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

@@ -10,9 +10,10 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
 from config.rpc import envelope, respond
-from rag.answering.answer import MODES, answer_complete, answer_events
+from documents.apis import TAGS_FILTER_HELP, TagsField
+from documents.tags import MAX_FILTER_TAGS
+from rag.answering.answer import MODES, answer_complete, answer_question
 from rag.answering.feedback import feedback_create
-from rag.answering.passages import retrieve
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictInt
 from rag.api.sse import EVENT_STREAM, EventStreamRenderer, sse_stream
 from rag.models import Confidence
@@ -32,15 +33,35 @@ class CitationOutput(serializers.Serializer):
     document = CitationDocumentOutput()
     version = serializers.IntegerField()
     chunkIndex = serializers.IntegerField()
-    start = serializers.IntegerField(help_text="Character offset of the passage in that version's text.")
+    start = serializers.IntegerField(
+        help_text="Character offset of the passage in that version's text: `context` is exactly the text from "
+        "`start` to `end`, the matched chunk widened with its neighbours' text when it was cut mid-thought."
+    )
     end = serializers.IntegerField()
+    chunkStart = serializers.IntegerField(help_text="Offset of the matched chunk itself (equals `start` unless widened).")
+    chunkEnd = serializers.IntegerField(help_text="End of the matched chunk itself (equals `end` unless widened).")
     score = RoundedFloat(help_text="The retrieval score (the reranker's when one ran).")
     # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
     # field's attribute name is its JSON name, so no rename can keep it.
-    context = serializers.CharField(help_text="The passage's text.")  # type: ignore[assignment]
+    context = serializers.CharField(help_text="The passage's text (what the answer read).")  # type: ignore[assignment]
     page = serializers.IntegerField(
         allow_null=True, help_text="The page of the original PDF the passage starts on; null for other sources."
     )
+
+
+class ConfidenceFactorsOutput(serializers.Serializer):
+    topSimilarity = RoundedFloat(
+        allow_null=True, help_text="The best cosine similarity to the question among the passages the answer rests on."
+    )
+    threshold = serializers.FloatField(help_text="The evidence threshold (RAG_ANSWER_MIN_SCORE).")
+    strength = RoundedFloat(help_text="How far the best passage clears the threshold, as a share of the room above it (0-1).")
+    supportingPassages = serializers.IntegerField(help_text="Passages at or above the threshold (of those you may read).")
+    supportingDocuments = serializers.IntegerField(help_text="Distinct documents among the supporting passages.")
+    newestVersionAgeDays = serializers.FloatField(
+        allow_null=True, help_text="Age in days of the most recent supporting document version (its updatedAt)."
+    )
+    staleAfterDays = serializers.IntegerField(help_text="RAG_ANSWER_STALE_DAYS: older evidence lowers the level (0: off).")
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="Each step of the rule that set the level.")
 
 
 class AnswerOutput(serializers.Serializer):
@@ -48,7 +69,11 @@ class AnswerOutput(serializers.Serializer):
     answer = serializers.CharField()
     citations = CitationOutput(many=True)
     confidence = serializers.ChoiceField(choices=Confidence.values)
+    confidenceFactors = ConfidenceFactorsOutput(help_text="Why the answer has its confidence.")
     mode = serializers.ChoiceField(choices=MODES)
+    cached = serializers.BooleanField(
+        help_text="Served from the answer cache (a repeated question); `latency` then has `cacheMs`."
+    )
     latency = serializers.DictField(child=serializers.FloatField())
 
 
@@ -63,7 +88,9 @@ class TokenOutput(serializers.Serializer):
 class AnswerMetadataOutput(serializers.Serializer):
     id = serializers.UUIDField()
     confidence = serializers.ChoiceField(choices=Confidence.values)
+    confidenceFactors = ConfidenceFactorsOutput()
     mode = serializers.ChoiceField(choices=MODES)
+    cached = serializers.BooleanField()
     passages = serializers.IntegerField()
     latency = serializers.DictField(child=serializers.FloatField())
 
@@ -87,6 +114,7 @@ class RagAnswerApi(RagApi):
         documentId = serializers.UUIDField(required=False, allow_null=True)
         limit = StrictInt(min_value=1, max_value=20, default=5)
         stream = serializers.BooleanField(default=False)
+        tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
 
     @extend_schema(
         responses={
@@ -100,20 +128,18 @@ class RagAnswerApi(RagApi):
     def post(self, request):
         started = time.perf_counter()
         data = self.validated(request)
-        retrieval = retrieve(
+        events = answer_question(
             user=request.user,
             query=data["query"],
             limit=data["limit"],
             collection_id=data.get("collectionId"),
             document_id=data.get("documentId"),
             started=started,
+            tags=data.get("tags", []),
         )
         if not data["stream"]:
-            return respond(AnswerOutput, answer_complete(user=request.user, retrieval=retrieval))
-        response = StreamingHttpResponse(
-            sse_stream(answer_events(user=request.user, retrieval=retrieval), STREAM_OUTPUTS),
-            content_type=f"{EVENT_STREAM}; charset=utf-8",
-        )
+            return respond(AnswerOutput, answer_complete(events))
+        response = StreamingHttpResponse(sse_stream(events, STREAM_OUTPUTS), content_type=f"{EVENT_STREAM}; charset=utf-8")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"  # nginx and similar proxies: pass events through at once
         return response

@@ -12,7 +12,9 @@ from rest_framework.response import Response
 
 from config.errors import EmbeddingUnavailable, Forbidden
 from config.rpc import envelope, respond
+from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.selectors import document_get
+from documents.tags import MAX_FILTER_TAGS
 from permissions.models import User
 from permissions.policy import can_write_document
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
@@ -34,6 +36,39 @@ class SearchHitDocumentOutput(serializers.Serializer):
     updatedAt = serializers.DateTimeField(source="updated_at")
 
 
+class SearchExplanationOutput(serializers.Serializer):
+    """A `rag.retrieval.hits.Explanation`: the hit's rank and score in each ranking that found it (null where none did)."""
+
+    vectorRank = serializers.IntegerField(
+        source="places.vector.rank",
+        allow_null=True,
+        help_text="Its rank by cosine similarity among your visible passages (1 = best).",
+    )
+    vectorScore = RoundedFloat(source="places.vector.score", allow_null=True, help_text="Its cosine similarity to the query.")
+    keywordRank = serializers.IntegerField(source="places.keyword.rank", allow_null=True, help_text="Its rank by BM25.")
+    keywordScore = RoundedFloat(source="places.keyword.score", allow_null=True, help_text="Its BM25 score.")
+    keywordRelevance = RoundedFloat(
+        source="places.keyword.relevance",
+        allow_null=True,
+        help_text="BM25 on hybrid's 0-1 scale: against a passage holding every query word once.",
+    )
+    graphRank = serializers.IntegerField(
+        source="places.graph.rank", allow_null=True, help_text="Its rank by the knowledge graph."
+    )
+    graphScore = RoundedFloat(
+        source="places.graph.score", allow_null=True, help_text="Its graph activation (1 or more: a document the query names)."
+    )
+    fusedScore = RoundedFloat(source="fused", allow_null=True, help_text="Hybrid: the fused score (the hit's score).")
+    contributions = serializers.DictField(
+        child=RoundedFloat(),
+        allow_null=True,
+        help_text="Hybrid: what each ranking added to fusedScore (weight x relevance / sum of the weights); they sum to it.",
+    )
+    foundBy = serializers.ListField(
+        source="found_by", child=serializers.CharField(), help_text="The rankings that found it: vector, keyword, graph."
+    )
+
+
 class SearchHitOutput(serializers.Serializer):
     """One ranked chunk (a `rag.retrieval.hits.RankedChunk`)."""
 
@@ -44,9 +79,18 @@ class SearchHitOutput(serializers.Serializer):
     # field's attribute name is its JSON name, so no rename can keep it.
     context = serializers.CharField(allow_null=True, help_text="The chunk's text; null with includeContext false.")  # type: ignore[assignment]
     chunkIndex = serializers.IntegerField(source="hit.chunk_index")
+    explain = SearchExplanationOutput(
+        source="hit.explanation", required=False, help_text="With `explain: true` only: why the hit ranked where it did."
+    )
 
     def get_id(self, ranked) -> str:
         return chunk_ref(ranked.document.id, ranked.hit.version, ranked.hit.chunk_index)
+
+    def to_representation(self, instance):
+        body = super().to_representation(instance)
+        if instance.hit.explanation is None:
+            del body["explain"]  # asked for only: the usual response stays as it was
+        return body
 
 
 class SearchPaginationOutput(serializers.Serializer):
@@ -84,6 +128,11 @@ class RagSearchApi(RagApi):
             help_text="[vector, keyword] or [vector, keyword, graph] for hybrid.",
         )
 
+        tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
+        explain = serializers.BooleanField(
+            default=False, help_text="Add to each hit its rank and score in every ranking that found it, and the fused score."
+        )
+
         def validate_weights(self, value: list[float]) -> list[float]:
             if not any(value):
                 raise serializers.ValidationError("must not all be zero (every score would be 0, in no useful order).")
@@ -104,6 +153,8 @@ def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
         "collection_id": data.get("collectionId"),
         "document_id": data.get("documentId"),
         "weights": tuple(data["weights"]) if data.get("weights") else None,
+        "tags": data.get("tags", []),
+        "explain": data["explain"],
     }
     degraded = False
     try:
@@ -121,17 +172,28 @@ def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], RagSearchResponse(body).data)
 
 
+class RagBackfillOutput(serializers.Serializer):
+    model = serializers.CharField(help_text="The configured model being built beside the one searches use.")
+    done = serializers.IntegerField(help_text="Documents it covers (of those the searched model covers).")
+    total = serializers.IntegerField(help_text="Documents the searched model covers: when all are done, searches switch.")
+    failed = serializers.IntegerField(help_text="Documents it failed on: they hold the switch back until reindexed.")
+
+
 class RagStatusOutput(serializers.Serializer):
-    model = serializers.CharField()
+    model = serializers.CharField(help_text="The embedding model your searches use.")
     documents = serializers.IntegerField()
     indexed = serializers.IntegerField()
     pending = serializers.IntegerField()
     failed = serializers.IntegerField()
     chunks = serializers.IntegerField()
+    backfill = RagBackfillOutput(
+        allow_null=True,
+        help_text="While a new embedding model is built for your team (searches keep the earlier one): its progress; else null.",
+    )
 
 
 class RagStatusApi(RagApi):
-    """Index coverage of the documents you can see, for the configured embedding model."""
+    """Index coverage of the documents you can see, for the embedding model your searches use."""
 
     @extend_schema(responses=envelope(RagStatusOutput))
     def post(self, request):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count
 
 from rag.indexing.graph import delete_orphan_entities
-from rag.models import Chunk, IndexStatus
+from rag.models import Chunk, IndexStatus, ServingModel
+from rag.retrieval.vector_index import drop_vector_indexes
 
 
 @dataclass
@@ -16,22 +18,33 @@ class CleanupReport:
     obsolete_models: dict[str, int]  # model id -> chunks
     orphaned_chunks: int
     orphaned_entities: int = 0
+    # Models kept because teams are still searched with them (model id -> teams): a backfill is under way.
+    still_serving: dict[str, int] = field(default_factory=dict)
 
 
 @transaction.atomic
 def cleanup_embeddings(*, dry_run: bool = False, keep_models: list[str] | None = None) -> CleanupReport:
-    keep = set(keep_models or []) | {settings.RAG_EMBEDDING_MODEL}
+    """Delete chunks (with their keyword postings and graph facts) of models neither configured, kept, nor searched by a team."""
+    serving = dict(ServingModel.objects.values("model_id").annotate(teams=Count("pk")).values_list("model_id", "teams"))
+    still_serving = {model_id: teams for model_id, teams in serving.items() if model_id != settings.RAG_EMBEDDING_MODEL}
+    keep = set(keep_models or []) | {settings.RAG_EMBEDDING_MODEL} | set(serving)
     obsolete = Chunk.objects.exclude(model_id__in=keep)
-    per_model = {}
-    for model_id in obsolete.order_by().values_list("model_id", flat=True).distinct():
-        per_model[model_id] = obsolete.filter(model_id=model_id).count()
+    per_model = dict(obsolete.order_by().values("model_id").annotate(n=Count("pk")).values_list("model_id", "n"))
     orphans = Chunk.objects.filter(document__deleted_at__isnull=False)
     orphan_count = orphans.count()
     entities = 0
     if not dry_run:
-        obsolete.delete()
+        gone = list(per_model)
+        if gone:
+            # In SQL, table by table: the ORM would load every chunk to cascade to its postings and facts.
+            with connection.cursor() as cursor:
+                for table in ("keyword_postings", "graph_mentions", "graph_relations", "document_embeddings"):
+                    cursor.execute(f"DELETE FROM {table} WHERE model_id = ANY(%s)", [gone])
         IndexStatus.objects.exclude(model_id__in=keep).delete()
         orphans.delete()
         # Graph facts went with those chunks; entities no chunk names any more go now.
         entities = delete_orphan_entities()
-    return CleanupReport(obsolete_models=per_model, orphaned_chunks=orphan_count, orphaned_entities=entities)
+        drop_vector_indexes(keep=keep)
+    return CleanupReport(
+        obsolete_models=per_model, orphaned_chunks=orphan_count, orphaned_entities=entities, still_serving=still_serving
+    )

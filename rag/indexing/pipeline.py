@@ -19,11 +19,13 @@ from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counte
 from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
 from rag.indexing.keyword_postings import refresh_search_vectors, refresh_title
+from rag.indexing.serving import record_first_model, serving_models_of, switch_covered_teams
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
+from rag.retrieval.generation import team_changed
 from rag.retrieval.vector_index import ensure_vector_index
 
 if TYPE_CHECKING:
@@ -77,12 +79,37 @@ def chunk_document(document: Document, provider: EmbeddingProvider) -> list[Text
 
 
 def index_documents(*, document_ids: list, force: bool = False, provider: EmbeddingProvider | None = None) -> IndexResult:
-    """Bring each document's chunks for the current model to its current version.
+    """Bring each document's chunks for the configured model (or `provider`'s) to its current version.
 
     Documents are embedded together, so the model sees full batches; each document's
-    chunks are then swapped in its own transaction, guarded by its version.
+    chunks are then swapped in its own transaction, guarded by its version. After the configured
+    model's batch, a team indexed for the first time is searched with it from then on, and teams
+    still searched with an earlier model switch once it covers them (rag.indexing.serving).
     """
     provider = provider or get_embedding_provider()
+    result = _index_for(provider, document_ids=document_ids, force=force)
+    if provider.model_id == settings.RAG_EMBEDDING_MODEL:
+        teams = set(Document.objects.filter(pk__in=result.indexed + result.skipped).values_list("team_id", flat=True))
+        if teams:
+            record_first_model(teams)
+            switch_covered_teams(team_ids=teams)
+    return result
+
+
+def index_with_serving_models(*, document_ids: list, force: bool = False) -> IndexResult:
+    """Index for the configured model, and first for the earlier model a document's team is still searched with.
+
+    While a team waits for a new model to cover it, its searches read the earlier model's chunks: an
+    edit is indexed for that model too (first, as that is what the team sees), so nothing the team
+    searches goes stale during the backfill. The result is the configured model's.
+    """
+    for model, ids in serving_models_of(document_ids).items():
+        # `force` is for the configured model (a requested reindex); the earlier one only follows versions.
+        index_documents(document_ids=ids, provider=model.embedder())
+    return index_documents(document_ids=document_ids, force=force)
+
+
+def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) -> IndexResult:
     extractor = llm_extractor()
     model_id = provider.model_id
     document_ids = list(dict.fromkeys(uuid.UUID(str(pk)) for pk in document_ids))
@@ -213,6 +240,7 @@ def swap_chunks(
         ]
     )
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
+    team_changed(document.team_id)  # what the team can retrieve has changed: no cached answer may outlive it
     refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
     if settings.RAG_GRAPH_ENABLED:
         graph = graph or team_graph(document.team_id, model_id)
@@ -234,9 +262,12 @@ def remove_document_chunks(*, document_ids: list) -> None:
 
 @transaction.atomic
 def title_changed(document_id: uuid.UUID) -> None:
-    """A new title costs no embedding: keyword columns are refreshed and the graph relinked."""
+    """A new title costs no embedding: keyword columns (every model's) are refreshed and the graph relinked."""
     refresh_title(document_id)
     document = Document.objects.filter(pk=document_id, deleted_at__isnull=True).first()
     if document is not None and settings.RAG_GRAPH_ENABLED:
-        rename_document_entity(document=document, model_id=settings.RAG_EMBEDDING_MODEL)
-        rewrite_cached_facts(document=document, model_id=settings.RAG_EMBEDDING_MODEL)
+        # The configured model's graph, and the earlier one's while the team is still searched with it.
+        models = [settings.RAG_EMBEDDING_MODEL, *(m.model_id for m in serving_models_of([document_id]))]
+        for model_id in models:
+            rename_document_entity(document=document, model_id=model_id)
+            rewrite_cached_facts(document=document, model_id=model_id)

@@ -14,7 +14,8 @@ from django.db.models import Count, F, FilteredRelation, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from documents.models import Document
-from rag.models import Chunk, IndexState, IndexStatus, Mention
+from rag.indexing.serving import documents_lacking_configured_model
+from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
 from rag.retrieval.names import entity_key, is_meaningful_key
 
 
@@ -27,12 +28,15 @@ class ReconcileReport:
     orphaned: list[uuid.UUID] = field(default_factory=list)
     # Indexed, but the current chunks carry no graph facts (indexed before the graph, or a lost write).
     without_graph: list[uuid.UUID] = field(default_factory=list)
+    # Missing or stale, of teams still searched with an earlier model: the backfill's work, not the repair's.
+    backfill: list[uuid.UUID] = field(default_factory=list)
     # The repair: deleted documents whose chunks go, and documents to index again.
     to_remove: list[uuid.UUID] = field(default_factory=list)
     to_reindex: list[uuid.UUID] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {name: len(getattr(self, name)) for name in ("missing", "stale", "failed", "orphaned", "without_graph")}
+        names = ("missing", "stale", "failed", "orphaned", "without_graph", "backfill")
+        return {name: len(getattr(self, name)) for name in names}
 
 
 def reconcile(*, model_id: str | None = None) -> ReconcileReport:
@@ -64,6 +68,12 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     )
     failed = set(report.failed)
     report.missing = [pk for pk in report.missing if pk not in failed]
+    if model_id == settings.RAG_EMBEDDING_MODEL:
+        # Queued here, a backfill's documents would wait in the queue beside its own steps.
+        behind = set(documents_lacking_configured_model().values_list("pk", flat=True))
+        report.backfill = [pk for pk in report.missing + report.stale if pk in behind]
+        report.missing = [pk for pk in report.missing if pk not in behind]
+        report.stale = [pk for pk in report.stale if pk not in behind]
     # Chunks of another version than the document's, or of a deleted document.
     report.orphaned = list(
         Chunk.objects.filter(model_id=model_id)
@@ -108,14 +118,15 @@ def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
     model_id = model_id or settings.RAG_EMBEDDING_MODEL
     cutoff = timezone.now() - timedelta(seconds=lease)
     working = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
+    # Never indexed for this model, or indexed at an older version: lost, unless the team is still
+    # searched with an earlier model, whose backfill builds them (queued here, they would be queued
+    # again every pass while the backfill runs).
+    unqueued = Q(status__id__isnull=True) | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
+    behind = ServingModel.objects.exclude(model_id=model_id).values("team_id")
     # One outer join of documents and this model's statuses (two scans, hashed), not a lookup per document.
     return list(
         Document.objects.annotate(status=FilteredRelation("index_statuses", condition=Q(index_statuses__model_id=model_id)))
         .filter(deleted_at__isnull=True, updated_at__lt=cutoff)
-        .filter(
-            Q(status__id__isnull=True)
-            | Q(status__state__in=working, status__updated_at__lt=cutoff)
-            | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
-        )
+        .filter((unqueued & ~Q(team_id__in=behind)) | Q(status__state__in=working, status__updated_at__lt=cutoff))
         .values_list("pk", flat=True)
     )

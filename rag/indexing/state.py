@@ -47,12 +47,14 @@ def mark_pending(*, document_ids: Iterable, model_id: str) -> None:
         )
 
 
-def job_create(*, description: str, total: int, model_id: str, by: User | None = None) -> IndexJob:
-    return IndexJob.objects.create(description=description, total=total, model_id=model_id, created_by=by)
+def job_create(*, description: str, total: int, model_id: str, by: User | None = None, backfill: bool = False) -> IndexJob:
+    return IndexJob.objects.create(description=description, total=total, model_id=model_id, created_by=by, backfill=backfill)
 
 
 def job_record(*, job_id, done: int = 0, failed: int = 0) -> None:
-    IndexJob.objects.filter(pk=job_id).update(done=F("done") + done, failed=F("failed") + failed)
-    IndexJob.objects.filter(pk=job_id, state=JobState.RUNNING, done__gte=F("total") - F("failed")).update(
-        state=JobState.DONE, finished_at=timezone.now()
+    now = timezone.now()
+    IndexJob.objects.filter(pk=job_id).update(done=F("done") + done, failed=F("failed") + failed, updated_at=now)
+    # A backfill finishes when nothing is left to claim (rag.indexing.backfill), not at a count fixed when it began.
+    IndexJob.objects.filter(pk=job_id, state=JobState.RUNNING, backfill=False, done__gte=F("total") - F("failed")).update(
+        state=JobState.DONE, finished_at=now
     )

@@ -23,8 +23,7 @@ from config.rpc import SerializerClass, check_json_types, envelope, page_body
 from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
-from rag.answering.answer import answer_complete
-from rag.answering.passages import retrieve
+from rag.answering.answer import answer_complete, answer_question
 from rag.api.answer import AnswerOutput, RagAnswerApi
 from rag.api.base import QueryField, StrictInt
 from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
@@ -118,15 +117,16 @@ class AnswerInput(RagAnswerApi.Input):
 
 def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
-    retrieval = retrieve(
+    events = answer_question(
         user=user,
         query=data["query"],
         limit=data["limit"],
         collection_id=data.get("collectionId"),
         document_id=data.get("documentId"),
         started=started,
+        tags=data.get("tags", []),
     )
-    return envelope(AnswerOutput)({"data": answer_complete(user=user, retrieval=retrieval)}).data
+    return envelope(AnswerOutput)({"data": answer_complete(events)}).data
 
 
 class ReadDocumentInput(IdInput):
@@ -161,6 +161,7 @@ def _get_entity(user: User, data: dict[str, Any]) -> dict[str, Any]:
 _QUERY = "The question or search words, in plain language."
 _COLLECTION = "Only passages of this collection (an id from list_collections)."
 _DOCUMENT = "Only passages of this document."
+_TAGS = "Only passages of documents carrying every one of these tags (case does not matter)."
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
@@ -182,6 +183,8 @@ TOOLS: dict[str, Tool] = {
                 "mode": "hybrid (default: meaning, words and the knowledge graph together), vector (meaning), keyword "
                 "(BM25 words) or graph (entities the query names and their neighbours).",
                 "weights": "Hybrid only: [vector, keyword] or [vector, keyword, graph] weights, not all zero.",
+                "tags": _TAGS,
+                "explain": "Add to each hit its rank and score in each ranking (vector, keyword, graph) and the fused score.",
             },
             run=_search,
         ),
@@ -190,14 +193,17 @@ TOOLS: dict[str, Tool] = {
             title="Answer a question with citations",
             description="Answer a question from the passages you may read. The answer cites passages as [n]; each "
             "citation gives the document (id, title, url), version, chunkIndex, character offsets and the quoted "
-            "passage (context). confidence is high, medium, low or insufficient (then the answer says there is not "
-            "enough information). The same as POST /api/rag.answer.",
+            "passage (context, widened with neighbouring text when the passage was cut mid-thought). confidence is "
+            "high, medium, low or insufficient (then the answer says there is not enough information); "
+            "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
+            "supporting version, and the reasons). The same as POST /api/rag.answer.",
             input=AnswerInput,
             arguments={
                 "query": _QUERY,
                 "collectionId": _COLLECTION,
                 "documentId": _DOCUMENT,
                 "limit": "How many passages the answer may use.",
+                "tags": _TAGS,
             },
             run=_answer,
         ),

@@ -13,11 +13,11 @@ _lock = threading.Lock()
 _cache: dict[tuple, EmbeddingProvider] = {}
 
 
-def _config() -> tuple:
+def _config(kind: str | None, model_id: str | None, dimension: int | None) -> tuple:
     return (
-        settings.RAG_EMBEDDING_PROVIDER,
-        settings.RAG_EMBEDDING_MODEL,
-        settings.RAG_EMBEDDING_DIMENSION,
+        kind or settings.RAG_EMBEDDING_PROVIDER,
+        model_id or settings.RAG_EMBEDDING_MODEL,
+        dimension or settings.RAG_EMBEDDING_DIMENSION,
         settings.RAG_LITELLM_BASE_URL,
         settings.RAG_LITELLM_API_KEY,
         settings.RAG_BATCH_SIZE,
@@ -28,9 +28,16 @@ def _config() -> tuple:
     )
 
 
-def get_embedding_provider() -> EmbeddingProvider:
-    """The configured provider, built once per configuration (the local model loads once)."""
-    key = _config()
+def get_embedding_provider(
+    *, kind: str | None = None, model_id: str | None = None, dimension: int | None = None
+) -> EmbeddingProvider:
+    """The configured provider, built once per configuration (the local model loads once).
+
+    `kind`, `model_id` and `dimension` name another model than the configured one (the rest of the
+    configuration, keys and URLs, stays): the model a team is still searched with while a new one
+    is built beside it, or one `index_documents --model` indexes.
+    """
+    key = _config(kind, model_id, dimension)
     provider = _cache.get(key)
     if provider is None:
         with _lock:

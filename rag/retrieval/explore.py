@@ -10,13 +10,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection
 
 from config.errors import NotFound
 from permissions.models import User
 from rag.retrieval.hits import chunk_ref
 from rag.retrieval.names import entity_key
+from rag.retrieval.serving import serving_model
 from rag.retrieval.visibility import SearchScope, search_scope
 
 
@@ -77,7 +77,7 @@ def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offs
                     GROUP BY e.id, e.name, e.kind)
                 SELECT id, name, kind, mentions, documents, count(*) OVER () FROM counted
                 ORDER BY mentions DESC, name, id LIMIT %s OFFSET %s""",
-            [*scope.params, settings.RAG_EMBEDDING_MODEL, scope.user.team_id, *params, limit, offset],
+            [*scope.params, serving_model(scope.user.team_id).model_id, scope.user.team_id, *params, limit, offset],
         )
         rows = cursor.fetchall()
     return [EntitySummary(*row[:5]) for row in rows], (rows[0][5] if rows else 0)
@@ -99,7 +99,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
     found, _ = _summaries(scope, "e.id = %s", [entity_id], limit=1)
     if not found:
         raise NotFound("Entity not found.")
-    model_id = settings.RAG_EMBEDDING_MODEL
+    model_id = serving_model(user.team_id).model_id
     with connection.cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql}),
@@ -159,7 +159,7 @@ def passage_get(*, user: User, document_id: uuid.UUID, version: int, chunk_index
                 JOIN v ON v.id = e.document_id AND v.version = e.document_version
                 JOIN documents_document d ON d.id = e.document_id
                 WHERE e.document_id = %s AND e.document_version = %s AND e.chunk_index = %s AND e.model_id = %s""",
-            [*scope.params, document_id, version, chunk_index, settings.RAG_EMBEDDING_MODEL],
+            [*scope.params, document_id, version, chunk_index, serving_model(user.team_id).model_id],
         )
         row = cursor.fetchone()
     if row is None:

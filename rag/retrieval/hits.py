@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from documents.models import Document
+from rag.retrieval.serving import SearchModel
 
 
 def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
@@ -15,6 +16,29 @@ def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
     shows, so it says nothing about other teams and stays the same when that version is embedded again.
     """
     return f"{document_id}:{version}:{chunk_index}"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one ranking put a chunk: its rank (from 1, among the viewer's visible candidates) and that ranking's scores."""
+
+    rank: int
+    score: float  # the ranking's own: cosine, BM25 or graph activation
+    relevance: float  # the same on the common 0-1 scale that hybrid fusion averages
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a hit ranked where it did (rag.search `explain`): its place in each ranking that found it."""
+
+    places: dict[str, Place]  # by ranking: "vector", "keyword", "graph"
+    # Hybrid only: the fused score, and what each ranking added to it (weight x relevance / sum of weights).
+    fused: float | None = None
+    contributions: dict[str, float] | None = None
+
+    @property
+    def found_by(self) -> list[str]:
+        return list(self.places)
 
 
 @dataclass
@@ -31,6 +55,7 @@ class Hit:
     start: int = 0
     end: int = 0
     version: int = 0
+    explanation: Explanation | None = None  # filled only when a search is asked to explain
 
 
 @dataclass(frozen=True)
@@ -47,6 +72,8 @@ class SearchResult:
     hits: list[Hit]
     documents: dict[uuid.UUID, Document]
     latency: dict[str, float] = field(default_factory=dict)
+    # The embedding model every ranking read (the team's serving model).
+    model: SearchModel | None = None
 
     @property
     def total_ms(self) -> float:

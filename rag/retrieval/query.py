@@ -9,6 +9,7 @@ from django.core.cache import cache
 
 from config.errors import EmbeddingUnavailable
 from config.metrics import KIND_EMBEDDING, provider_call
+from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
 
@@ -19,8 +20,9 @@ def normalise_query(query: str) -> str:
     return " ".join(query.split()).lower()
 
 
-def embed_query(query: str) -> list[float]:
-    provider = get_embedding_provider()
+def embed_query(query: str, provider: EmbeddingProvider | None = None) -> list[float]:
+    """The query's vector from `provider` (the configured one by default): the model the chunks it is compared with have."""
+    provider = provider or get_embedding_provider()
     key = "rag:q:" + hashlib.sha256(f"{provider.model_id}\x00{normalise_query(query)}".encode()).hexdigest()
     cached = cache.get(key)
     if cached is not None:

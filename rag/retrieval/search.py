@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db.models.expressions import RawSQL
@@ -20,12 +22,14 @@ from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
+from rag.retrieval.explain import explain_hits
 from rag.retrieval.fusion import relevance_fusion, spread_documents
 from rag.retrieval.graph import graph_ranking
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import keyword_ranking
 from rag.retrieval.query import embed_query
-from rag.retrieval.stats import scope_index_stats
+from rag.retrieval.serving import serving_model
+from rag.retrieval.stats import model_chunk_count, scope_index_stats
 from rag.retrieval.vector import vector_ranking
 from rag.retrieval.visibility import SearchScope, search_scope
 
@@ -62,8 +66,13 @@ def search(
     collection_id: uuid.UUID | None = None,
     document_id: uuid.UUID | None = None,
     weights: tuple[float, ...] | None = None,
+    tags: Sequence[str] = (),
+    explain: bool = False,
 ) -> SearchResult:
-    """Rank the chunks of the user's visible documents for `query`."""
+    """Rank the chunks of the user's visible documents (those carrying every one of `tags`, normalised) for `query`.
+
+    With `explain`, each hit carries its place in every ranking that found it (Hit.explanation).
+    """
     if collection_id is not None:
         collection_get(user=user, collection_id=collection_id)
     if document_id is not None:
@@ -71,23 +80,26 @@ def search(
     threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
     # (vector, keyword, graph); two given weights leave the graph at the configured one.
     hybrid_weights = (*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS
-    model_id, dimension = settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION
+    # One model for every ranking: the team's serving model (the one before a model change, until
+    # the new model's chunks cover the team).
+    model = serving_model(user.team_id)
+    model_id, dimension = model.model_id, model.dimension
     # A user without a team (an operator) has nothing indexed, as a team without chunks.
     if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
         raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
     lap = _Laps()
     # The policy compiled once, and the scope's size counted once, for every ranking below.
-    scope = search_scope(user=user, collection_id=collection_id, document_id=document_id)
+    scope = search_scope(user=user, collection_id=collection_id, document_id=document_id, tags=tags)
     stats = scope_index_stats(scope, model_id=model_id)
     lap("scope_ms")
 
     depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
     vector_hits: list[Hit] = []
     keyword_hits: list[Hit] = []
-    keyword_args = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
+    keyword_args: dict[str, Any] = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
     keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
     if mode in ("vector", "hybrid"):
-        vector = embed_query(query)
+        vector = embed_query(query, model.embedder())
         lap("embed_ms")
         vector_hits = vector_ranking(
             scope=scope,
@@ -97,6 +109,7 @@ def search(
             limit=depth,
             threshold=threshold,
             scope_chunks=stats.chunks,
+            model_chunks=model_chunk_count(model_id),
         )
         lap("vector_ms")
     if keyword_future is not None:
@@ -106,14 +119,19 @@ def search(
         keyword_hits = keyword_ranking(**keyword_args)
         lap("keyword_ms")
 
+    # The rankings by name, kept for explanations only (hybrid fuses them into new hits).
+    ranked_by: dict[str, list[Hit]] = {}
+    fusion_weights: dict[str, float] | None = None
     if mode == "vector":
-        hits = vector_hits
+        hits = ranked_by["vector"] = vector_hits
     elif mode == "keyword":
-        hits = keyword_hits
+        hits = ranked_by["keyword"] = keyword_hits
     elif mode == "graph":
         hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit, scope_chunks=stats.chunks).hits
+        ranked_by["graph"] = hits
         lap("graph_ms")
     else:
+        ranked_by = {"vector": vector_hits, "keyword": keyword_hits}
         rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
         used = list(hybrid_weights[:2])
         if settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0:
@@ -124,10 +142,12 @@ def search(
                 scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds, scope_chunks=stats.chunks
             )
             rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
+            ranked_by["graph"] = graph.hits
             used.append(hybrid_weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
             lap("graph_ms")
         if not any(used):  # only the graph was weighted, and it is switched off
             used = [1.0] * len(rankings)
+        fusion_weights = dict(zip(ranked_by, used, strict=True))
         fused = dict(relevance_fusion(rankings, weights=used))
         order = list(fused)
         if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
@@ -136,9 +156,11 @@ def search(
         hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]
+    if explain:
+        explain_hits(hits, ranked_by, weights=fusion_weights)
     documents = _load(hits, scope)
     lap("load_ms")
-    result = SearchResult(hits=hits, documents=documents, latency=lap.latency)
+    result = SearchResult(hits=hits, documents=documents, latency=lap.latency, model=model)
     record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
     return result
 

@@ -10,6 +10,8 @@ from django.db import connection
 from rag.retrieval.visibility import SearchScope
 
 STATS_CACHE_SECONDS = 60
+# The size of a model's whole index moves slowly and only steers the exact/HNSW choice.
+MODEL_CHUNKS_CACHE_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -43,3 +45,16 @@ def scope_index_stats(scope: SearchScope, *, model_id: str) -> IndexStats:
     stats = IndexStats(int(chunks), int(keyword_length))
     cache.set(key, (stats.chunks, stats.keyword_length), STATS_CACHE_SECONDS)
     return stats
+
+
+def model_chunk_count(model_id: str) -> int:
+    """Chunks of `model_id` across every team: what its HNSW index holds, and an iterative scan wades through."""
+    key = f"rag:model-chunks:{model_id}"
+    cached = cache.get(key)
+    if cached is None:
+        with connection.cursor() as cursor:
+            # An index-only count on (model_id, content_hash); a few milliseconds per 100k chunks, every few minutes.
+            cursor.execute("SELECT count(*) FROM document_embeddings WHERE model_id = %s", [model_id])
+            cached = int(cursor.fetchone()[0])
+        cache.set(key, cached, MODEL_CHUNKS_CACHE_SECONDS)
+    return int(cached)

@@ -31,3 +31,17 @@ def ensure_vector_index(model_id: str, dimension: int) -> None:
             [model_id],
         )
     _ensured.add(key)
+
+
+def drop_vector_indexes(*, keep: set[str]) -> list[str]:
+    """Drop the HNSW indexes of models other than `keep` (their chunks are gone); the names dropped."""
+    kept = {vector_index_name(model_id, 0).rsplit("_", 1)[0] for model_id in keep}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'document_embeddings' AND indexname LIKE 'document_embeddings_hnsw_%%'"
+        )
+        names = [name for (name,) in cursor.fetchall() if name.rsplit("_", 1)[0] not in kept]
+        for name in names:
+            cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
+    _ensured.difference_update({key for key in _ensured if vector_index_name(key[1], key[2]) in names})
+    return names

@@ -32,7 +32,7 @@ from tests.conftest import Cast
 from tests.documents.ingestion.files import make_pdf
 from tests.factories import DocumentFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -102,7 +102,9 @@ class World:
 @pytest.fixture
 def world(cast, settings, tmp_path) -> World:
     settings.STORAGES = {**settings.STORAGES, "imports": {**settings.STORAGES["imports"], "OPTIONS": {"location": str(tmp_path)}}}
-    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, text="# Owls\n\nOwls hunt mice at night.")
+    doc = DocumentFactory.create(
+        collection=cast.handbook, created_by=cast.alice, text="# Owls\n\nOwls hunt mice at night.", tags=["owls", "night"]
+    )
     index_documents(document_ids=[doc.pk])
     job = import_job_create(by=cast.alice, collection=cast.handbook, origin="owls.pdf", publish=True)
     import_job_run(job=job, files=[IncomingFile(path="owls.pdf", read=lambda: make_pdf([["Barn owls"], ["Snowy owls"]]))])
@@ -171,6 +173,11 @@ CASES = [
     Case("jobs.info", lambda w: {"id": str(w.job.id)}),
     Case("jobs.list"),
     Case("documents.list", lambda w: {"limit": 1}),
+    Case("documents.list", lambda w: {"tags": ["owls"]}, note="tags"),
+    Case("documents.create", lambda w: {**new_document(w), "tags": ["Onboarding", "hr"]}, note="tags"),
+    Case("tags.list"),
+    Case("tags.list", lambda w: {"collectionId": str(w.cast.handbook.id)}, status=404, caller="charlie"),
+    Case("tags.list", lambda w: {"limit": 0}, status=400, note="limit"),
     Case("documents.update", lambda w: {"id": str(w.doc.id), "text": "Changed."}),
     Case("documents.delete", doc_id),
     Case("documents.archive", doc_id),
@@ -191,8 +198,12 @@ CASES = [
     Case("apiKeys.list"),
     Case("apiKeys.revoke", lambda w: {"id": str(w.token.id)}),
     Case("rag.search", lambda w: {"query": "owls hunt mice", "threshold": 0}),
+    Case("rag.search", lambda w: {"query": "owls hunt mice", "threshold": 0, "explain": True}, note="explain"),
+    Case("rag.search", lambda w: {"query": "owls hunt mice", "mode": "keyword", "explain": True}, note="explain-keyword"),
+    Case("rag.search", lambda w: {"query": "owls hunt mice", "tags": ["owls"]}, note="tags"),
     Case("rag.search", lambda w: {"query": "owls hunt mice", "includeContext": False, "mode": "keyword"}, note="no-context"),
     Case("rag.answer", lambda w: {"query": "What do owls hunt at night?"}),
+    Case("rag.answer", lambda w: {"query": "What do owls hunt at night?", "tags": ["owls"]}, note="tags"),
     Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4, "comment": "Helpful"}),
     Case("rag.status"),
     Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}),

@@ -258,7 +258,19 @@ def test_answer_cites_only_passages_the_user_may_read(cast, corpus, server):
     assert {citation["document"]["title"] for citation in answer["citations"]} <= {"Owls", "Volcanoes"}
     assert "4711" not in json.dumps(answer)
     citation = answer["citations"][0]
-    assert set(citation) == {"n", "document", "version", "chunkIndex", "start", "end", "score", "context", "page"}
+    assert set(citation) == {
+        "n",
+        "document",
+        "version",
+        "chunkIndex",
+        "start",
+        "end",
+        "chunkStart",
+        "chunkEnd",
+        "score",
+        "context",
+        "page",
+    }
     assert citation["document"]["id"] == str(corpus["owls"].pk) and "Owls hunt mice" in citation["context"]
 
 
@@ -342,13 +354,14 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             {"query": "owls", "colour": "red"},
             (
                 "invalid_query",
-                "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights.",
+                "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights, "
+                "tags, explain.",
             ),
         ),
         (
             "answer",
             {"query": "owls", "stream": True},
-            ("invalid_query", "stream: no such argument; answer takes query, collectionId, documentId, limit."),
+            ("invalid_query", "stream: no such argument; answer takes query, collectionId, documentId, limit, tags."),
         ),
         ("read_document", {"id": 7}, ("validation_error", "id: must be a string.")),
         (

@@ -240,3 +240,10 @@ def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
     upgraded = index()
     refresh_search_vectors(document_ids=[document_id for (document_id,) in fetch("SELECT id FROM documents_document")])
     assert index() == upgraded
+
+
+def test_each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade):
+    # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
+    assert fetch(
+        "SELECT t.name, s.model_id, s.provider, s.dimension FROM rag_serving_model s JOIN permissions_team t ON t.id = s.team_id"
+    ) == [("Acme", MODEL, "fake", DIMENSION)]

@@ -2,33 +2,50 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.test.utils import override_settings
 
 from documents.models import Document
+from rag.indexing.backfill import backfill_start, backfill_step
 from rag.indexing.pipeline import IndexResult, index_documents
+from rag.indexing.serving import switch_covered_teams, teams_behind
 from rag.indexing.state import job_create, job_record
 from rag.models import IndexJob, JobState
-from rag.providers.embeddings import reset_provider_cache
-from rag.tasks import REINDEX_BATCH, enqueue_reindex
+from rag.providers.base import EmbeddingProvider
+from rag.providers.embeddings import get_embedding_provider
+from rag.tasks import REINDEX_BATCH, enqueue_reindex, start_backfill
 
 
 class Command(BaseCommand):
-    help = "Index documents (all, or by team / collection / document) for the configured embedding model."
+    help = (
+        "Index documents (all, or by team / collection / document) for the configured embedding model. After a model "
+        "change, a run over all documents is the backfill: teams keep being searched with their earlier model until "
+        "the configured one covers them, then switch."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--team", help="Team id or name")
         parser.add_argument("--collection", help="Collection id")
         parser.add_argument("--document", action="append", help="Document id (repeatable)")
         parser.add_argument("--force", action="store_true", help="Re-chunk even documents already indexed at their version")
-        parser.add_argument("--model", help="Embedding model to index with (default RAG_EMBEDDING_MODEL)")
+        parser.add_argument(
+            "--model",
+            help="Index with this model instead, beside the configured one (searches do not use it until it is configured)",
+        )
         parser.add_argument("--queue", action="store_true", help="Send batches to Celery workers instead of indexing here")
+        parser.add_argument(
+            "--switch-now",
+            action="store_true",
+            help="Afterwards, move every team to the configured model even if it does not cover all their documents yet",
+        )
 
-    def handle(self, *args, team, collection, document, force, model, queue, **options):
+    def handle(self, *args, team, collection, document, force, model, queue, switch_now, **options):
         if queue and settings.CELERY_TASK_ALWAYS_EAGER:
             raise CommandError("--queue needs CELERY_BROKER_URL (no broker is configured).")
+        if model and model != settings.RAG_EMBEDDING_MODEL and (queue or switch_now):
+            raise CommandError("--model indexes here, beside the configured model: workers and switches use the configured one.")
         documents = Document.objects.filter(deleted_at__isnull=True)
         try:
             if team:
@@ -40,19 +57,59 @@ class Command(BaseCommand):
             ids = [str(pk) for pk in documents.order_by("created_at", "id").values_list("pk", flat=True)]
         except Exception as exc:  # a malformed id from the command line
             raise CommandError(f"Bad filter: {exc}") from exc
+        behind = teams_behind() if not model else {}
+        if behind and not (team or collection or document):
+            self._backfill(queue=queue)
         if not ids:
             self.stdout.write("No documents match.")
-            return
-        overrides = {"RAG_EMBEDDING_MODEL": model} if model else {}
-        with override_settings(**overrides):
-            reset_provider_cache()
-            try:
-                self._run(ids, force=force, queue=queue)
-            finally:
-                reset_provider_cache()
+        else:
+            provider = get_embedding_provider(model_id=model) if model else None
+            self._run(ids, force=force, queue=queue, provider=provider)
+        if not model:
+            self._switch(force=switch_now)
 
-    def _run(self, ids: list[str], *, force: bool, queue: bool) -> None:
-        model_id = settings.RAG_EMBEDDING_MODEL
+    def _backfill(self, *, queue: bool) -> None:
+        """Teams still searched with an earlier model: build the configured model's chunks for them first, as a backfill job."""
+        waiting = teams_behind()
+        models = ", ".join(sorted({m.model_id for m in waiting.values()}))
+        if queue:
+            job = start_backfill()
+            if job is not None:
+                self.stdout.write(
+                    f"{len(waiting)} team(s) are searched with {models} until {job.model_id} covers them: the workers "
+                    f"run backfill job {job.pk} (progress in rag.status and the admin's Index jobs)."
+                )
+            return
+        start = backfill_start()
+        if start is None:
+            return
+        job = start.job
+        self.stdout.write(
+            f"{len(waiting)} team(s) are searched with {models} until {job.model_id} covers them: backfill job {job.pk}."
+        )
+        started = time.monotonic()
+        while backfill_step(job_id=job.pk):
+            job.refresh_from_db()
+            self._progress(job.done + job.failed, job.total, job.failed, started)
+        job.refresh_from_db()
+        self._progress(job.done + job.failed, job.total, job.failed, started)
+        sys.stderr.write("\n")
+        self.stdout.write(f"Backfill of {job.model_id}: {job.done} document(s) indexed, {job.failed} failed.")
+
+    def _switch(self, *, force: bool) -> None:
+        switched = switch_covered_teams(force=force)
+        if switched:
+            self.stdout.write(f"{len(switched)} team(s) now searched with {settings.RAG_EMBEDDING_MODEL}.")
+        waiting = teams_behind()
+        if waiting:
+            models = ", ".join(sorted({m.model_id for m in waiting.values()}))
+            self.stdout.write(
+                f"{len(waiting)} team(s) still searched with {models}: {settings.RAG_EMBEDDING_MODEL} does not cover all "
+                "their documents yet (failed or still indexing; see rag.status). --switch-now moves them anyway."
+            )
+
+    def _run(self, ids: list[str], *, force: bool, queue: bool, provider: EmbeddingProvider | None) -> None:
+        model_id = provider.model_id if provider else settings.RAG_EMBEDDING_MODEL
         job = job_create(description=f"index_documents ({len(ids)} documents)", total=len(ids), model_id=model_id)
         started = time.monotonic()
         result = IndexResult()
@@ -68,7 +125,7 @@ class Command(BaseCommand):
         else:
             for start in range(0, len(ids), REINDEX_BATCH):
                 batch = ids[start : start + REINDEX_BATCH]
-                batch_result = index_documents(document_ids=batch, force=force)
+                batch_result = index_documents(document_ids=batch, force=force, provider=provider)
                 result.merge(batch_result)
                 job_record(job_id=job.pk, done=len(batch) - len(batch_result.failed), failed=len(batch_result.failed))
                 job.refresh_from_db()
@@ -85,15 +142,13 @@ class Command(BaseCommand):
 
     def _progress(self, done: int, total: int, failed: int, started: float) -> None:
         width = 30
-        filled = int(width * done / max(total, 1))
+        filled = int(width * min(done, total) / max(total, 1))
         rate = done / max(time.monotonic() - started, 1e-6)
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} documents, {failed} failed, {rate:.1f}/s")
         sys.stderr.flush()
 
 
 def _is_uuid(value: str) -> bool:
-    import uuid
-
     try:
         uuid.UUID(value)
     except ValueError:

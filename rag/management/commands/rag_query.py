@@ -5,11 +5,16 @@ from __future__ import annotations
 import textwrap
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
+from documents.tags import MAX_FILTER_TAGS, normalise_tags
 from permissions.models import User
+from rag.retrieval.hits import Explanation
 from rag.retrieval.search import MODES, search
+
+RANKINGS = ("vector", "keyword", "graph")
 
 
 class Command(BaseCommand):
@@ -22,9 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--threshold", type=float, default=None, help="Minimum cosine similarity (vector and hybrid)")
         parser.add_argument("--collection", help="Collection id to search in")
+        parser.add_argument("--tag", action="append", default=[], help="Only documents with this tag (repeat: every one)")
+        parser.add_argument("--explain", action="store_true", help="Show each hit's rank and score in every ranking")
         parser.add_argument("--width", type=int, default=160, help="Characters of each chunk to show")
 
-    def handle(self, *args, username, query, mode, limit, threshold, collection, width, **options):
+    def handle(self, *args, username, query, mode, limit, threshold, collection, tag, explain, width, **options):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
@@ -37,7 +44,20 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--collection is not a valid id: {collection!r}") from exc
         try:
-            result = search(user=user, query=query.strip(), limit=limit, threshold=threshold, mode=mode, collection_id=collection)
+            tags = normalise_tags(tag, limit=MAX_FILTER_TAGS)
+        except ValidationError as exc:
+            raise CommandError(f"--tag: {' '.join(exc.messages)}") from exc
+        try:
+            result = search(
+                user=user,
+                query=query.strip(),
+                limit=limit,
+                threshold=threshold,
+                mode=mode,
+                collection_id=collection,
+                tags=tags,
+                explain=explain,
+            )
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(f"{len(result.hits)} result(s) for {username} ({mode}); latency ms: {result.latency}")
@@ -48,3 +68,22 @@ class Command(BaseCommand):
             snippet = textwrap.shorten(" ".join(hit.text.split()), width=width, placeholder=" …")
             self.stdout.write(f"{rank:>2}. {hit.score:.4f}  {document.title} [chunk {hit.chunk_index}, v{hit.version}]")
             self.stdout.write(f"    {snippet}")
+            if hit.explanation is not None:
+                self.stdout.write(f"    {explanation_line(hit.explanation)}")
+
+
+def explanation_line(explanation: Explanation) -> str:
+    """`vector #1 0.8312 · keyword #3 4.2100 · graph — · fused 0.6100 = vector 0.4155 + keyword 0.1945 + graph 0.0000`."""
+    hybrid = explanation.fused is not None
+    parts = []
+    for name in RANKINGS:
+        place = explanation.places.get(name)
+        if place is not None:
+            parts.append(f"{name} #{place.rank} {place.score:.4f}")
+        elif hybrid:
+            parts.append(f"{name} —")
+    line = " · ".join(parts)
+    if hybrid and explanation.contributions is not None:
+        added = " + ".join(f"{name} {share:.4f}" for name, share in explanation.contributions.items())
+        line += f" · fused {explanation.fused:.4f} = {added}"
+    return line

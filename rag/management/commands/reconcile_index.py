@@ -19,10 +19,15 @@ class Command(BaseCommand):
             f"Model {report.model_id}: {counts['missing']} missing, {counts['stale']} stale, "
             f"{counts['failed']} failed, {counts['orphaned']} with orphaned chunks, {counts['without_graph']} without graph facts"
         )
+        if counts["backfill"]:
+            self.stdout.write(
+                f"{counts['backfill']} document(s) of teams still searched with an earlier model wait for the backfill "
+                "(started by the worker; see rag.status and the admin's Index jobs)."
+            )
         if fix:
             queued = repair_index(report)
             self.stdout.write(
                 f"Removed the chunks of {len(report.to_remove)} deleted document(s); queued {queued} document(s) for indexing."
             )
-        elif any(counts.values()):
+        elif any(n for name, n in counts.items() if name != "backfill"):
             self.stdout.write("Run with --fix to repair.")

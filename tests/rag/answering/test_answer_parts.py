@@ -1,4 +1,4 @@
-"""The pure pieces of answers: citation markers, streaming filter, confidence, prompt, extractive text, HTML."""
+"""The pure pieces of answers: citation markers, streaming filter, prompt, extractive text, HTML (confidence: test_confidence.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from documents.management.commands.setup_demo import DEMO_DIR
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
-from rag.answering.passages import Fact, Passage, evidence_confidence
+from rag.answering.passages import Fact, Passage
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
 
@@ -88,22 +88,6 @@ def test_the_streaming_filter_holds_back_only_what_may_become_a_marker():
     assert stream.feed("1") == ("", [])
     assert stream.feed("] at night [9") == (" [1] at night", [1])
     assert stream.feed("] quietly.") == (" quietly.", [])
-
-
-@pytest.mark.parametrize(
-    ("similarities", "expected"),
-    [
-        ([], "insufficient"),
-        ([0.1, 0.2], "insufficient"),
-        ([0.3], "low"),
-        ([0.4], "medium"),
-        ([0.9], "medium"),
-        ([0.9, 0.3], "high"),
-        ([0.5, 0.45], "medium"),
-    ],
-)
-def test_confidence_grows_with_how_far_the_evidence_clears_the_threshold(similarities, expected):
-    assert evidence_confidence(similarities, min_score=0.25) == expected
 
 
 def passage(n: int, text: str, title: str = "Doc") -> Passage:

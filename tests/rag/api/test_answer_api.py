@@ -44,7 +44,8 @@ def test_citations_map_to_the_passages_the_server_supplied(cast, api_for, corpus
     response = api_for(cast.bob).post("rag.answer", {"query": "Owls hunt mice; volcanoes erupt lava", "limit": 2})
     assert response.status_code == 200, response.content
     data = response.json()["data"]
-    assert set(data) == {"id", "answer", "citations", "confidence", "mode", "latency"}
+    assert set(data) == {"id", "answer", "citations", "confidence", "confidenceFactors", "mode", "cached", "latency"}
+    assert data["cached"] is False
     assert data["mode"] == "generated" and data["answer"] == fake_llm.response
     prompt = fake_llm.calls[0][1]["content"]
     passages = dict(re.findall(r'<<<passage \w+ n=(\d+) title="([^"]*)">>>', prompt))
@@ -133,7 +134,9 @@ def test_a_reranker_reorders_the_candidates(cast, api_for, corpus, fake_llm, set
     # The fake reranker reverses the list: passage [1] is the last hybrid candidate, scored by the reranker.
     assert data["citations"][0]["context"] == candidates[-1] and data["citations"][0]["score"] == 1.0
     reranker.failures = [PermanentProviderError("down")]
+    settings.RAG_ANSWER_CACHE = False  # the same question again must reach the reranker
     assert api_for(cast.alice).post("rag.answer", {"query": "owls hunt mice"}).json()["data"]["mode"] == "generated"
+    assert reranker.failures == [], "the failing reranker was asked, and skipped"
 
 
 def test_each_user_gets_answers_only_from_what_they_may_read(cast, api_for, corpus, fake_llm):
@@ -191,7 +194,7 @@ def test_the_prompt_never_contains_a_passage_the_caller_may_not_see(db, fake_llm
         fake_llm.reset()
 
         retrieval = retrieve(user=user, query="owls hunt mice and bees pollinate orchards", limit=20)
-        answer_complete(user=user, retrieval=retrieval)
+        answer_complete(answer_events(user=user, retrieval=retrieval))
         prompt = "".join(m["content"] for call in fake_llm.calls for m in call)
         in_prompt = {markers[h] for h in re.findall(r"[0-9a-f]{32}", prompt) if h in markers}
         assert in_prompt <= allowed, f"leak to {user.username}: {in_prompt - allowed}"
@@ -373,6 +376,9 @@ def test_the_schema_documents_the_answer_endpoints(client, db):
         ("RAG_LLM_TIMEOUT", "0", "RAG_LLM_TIMEOUT must be between"),
         ("RAG_LLM_MAX_RETRIES", "-1", "RAG_LLM_MAX_RETRIES must be at least 0"),
         ("RAG_ANSWER_MIN_SCORE", "high", "RAG_ANSWER_MIN_SCORE has an invalid value"),
+        ("RAG_ANSWER_NEIGHBOURS", "9", "RAG_ANSWER_NEIGHBOURS must be at most 5"),
+        ("RAG_ANSWER_CONTEXT_TOKENS", "-1", "RAG_ANSWER_CONTEXT_TOKENS must be at least 0"),
+        ("RAG_ANSWER_STALE_DAYS", "a year", "RAG_ANSWER_STALE_DAYS has an invalid value"),
     ],
 )
 def test_a_bad_answer_setting_fails_at_start_up(name, value, message):

@@ -190,3 +190,80 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(cast, worker_fac
     wait_until(lambda: fully_indexed(documents), 90, "documents were lost after the worker was killed")
     assert_exactly_current_chunks(documents)
     assert Chunk.objects.filter(document__deleted_at__isnull=False).count() == 0
+
+
+def test_after_a_model_change_search_keeps_the_old_model_until_the_backfill_covers_the_team(
+    cast, api_for, worker_factory, settings
+):
+    from django.core.management import call_command
+
+    from rag.indexing.pipeline import index_documents
+    from rag.models import IndexJob, JobState, ServingModel
+    from rag.providers.embeddings import reset_provider_cache
+    from rag.retrieval.search import search
+
+    handbook = [
+        Document.objects.create(
+            team=cast.alice.team,
+            collection=cast.handbook,
+            title=f"Field notes {i}",
+            created_by=cast.alice,
+            text=f"# Field notes {i}\n\n" + f"Owls and bees seen on walk {i}. " * 40,
+            published_at=cast.handbook.created_at,
+        )
+        for i in range(8)
+    ]
+    private = Document.objects.create(
+        team=cast.alice.team,
+        collection=cast.private,
+        title="Salaries",
+        created_by=cast.alice,
+        text="# Salaries\n\nOwls and bees are paid in honey.",
+        published_at=cast.handbook.created_at,
+    )
+    index_documents(document_ids=[d.pk for d in [*handbook, private]])
+    assert ServingModel.objects.get(team=cast.alice.team).model_id == "fake-embedding"
+
+    # The operator configures another model (another dimension too) and restarts the worker.
+    settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION = "fake-embedding-v2", 256
+    reset_provider_cache()
+    # Slow embedding: the backfill's one embedding call takes seconds, and the searches below land inside it.
+    new_model = {"RAG_EMBEDDING_MODEL": "fake-embedding-v2", "RAG_EMBEDDING_DIMENSION": "256"}
+    worker = worker_factory(**new_model, RAG_FAKE_EMBED_DELAY="8")
+    worker.start()
+    wait_until(
+        lambda: IndexStatus.objects.filter(model_id="fake-embedding-v2", state=IndexState.EMBEDDING).exists(),
+        60,
+        "the worker started no backfill",
+    )
+
+    response = api_for(cast.bob).post("rag.search", {"query": "owls and bees", "limit": 5, "threshold": 0})
+    hits = response.json()["data"]
+    assert len(hits) == 5, "search during the backfill answers with the old model: never an empty page"
+    assert all(hit["document"]["title"].startswith("Field notes") for hit in hits), "bob never sees the private collection"
+    during = search(user=cast.alice, query="owls and bees", mode="hybrid", threshold=0.0)
+    assert during.model is not None and during.model.model_id == "fake-embedding"
+    status = api_for(cast.alice).post("rag.status").json()["data"]
+    assert status["model"] == "fake-embedding"
+    assert status["backfill"]["model"] == "fake-embedding-v2"
+    assert status["backfill"]["done"] < status["backfill"]["total"] == 9
+    assert api_for(cast.charlie).post("rag.search", {"query": "owls and bees"}).json()["error"] == "no_embeddings"
+    call_command("cleanup_embeddings")
+    assert Chunk.objects.filter(model_id="fake-embedding").exists(), "cleanup keeps a model a team is searched with"
+
+    wait_until(
+        lambda: ServingModel.objects.get(team=cast.alice.team).model_id == "fake-embedding-v2",
+        120,
+        "the team never switched to the new model",
+    )
+    after = search(user=cast.alice, query="owls and bees", mode="hybrid", threshold=0.0)
+    assert after.model is not None and after.model.model_id == "fake-embedding-v2"
+    assert after.hits and set(
+        Chunk.objects.filter(pk__in=[h.chunk_id for h in after.hits]).values_list("model_id", flat=True)
+    ) == {"fake-embedding-v2"}
+    wait_until(lambda: IndexJob.objects.get(backfill=True).state == JobState.DONE, 60, "the backfill job never finished")
+    assert api_for(cast.alice).post("rag.status").json()["data"]["backfill"] is None
+
+    call_command("cleanup_embeddings")
+    assert not Chunk.objects.filter(model_id="fake-embedding").exists()
+    assert len(api_for(cast.bob).post("rag.search", {"query": "owls and bees", "limit": 5}).json()["data"]) == 5

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from documents.models import Document
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
+from rag.retrieval import vector as vector_paths
 from rag.retrieval.concurrency import close_background_connections
 from rag.retrieval.query import embed_query
 from rag.retrieval.search import search
@@ -235,7 +236,15 @@ def test_the_query_embedding_is_cached(cast, api_for, corpus):
 def test_rag_status_counts_the_callers_visible_documents(cast, api_for, corpus):
     DocumentFactory(collection=cast.handbook)  # not indexed yet
     data = api_for(cast.bob).post("rag.status").json()["data"]
-    assert data == {"model": "fake-embedding", "documents": 2, "indexed": 1, "pending": 1, "failed": 0, "chunks": 1}
+    assert data == {
+        "model": "fake-embedding",
+        "documents": 2,
+        "indexed": 1,
+        "pending": 1,
+        "failed": 0,
+        "chunks": 1,
+        "backfill": None,
+    }
 
 
 def test_rag_embed_queues_a_visible_document_and_needs_write_scope(cast, api_for, corpus):
@@ -256,9 +265,9 @@ def _exact_top(user, vector, model_id, limit):
 
 
 @pytest.mark.parametrize("force_index", [False, True], ids=["exact", "hnsw"])
-def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings):
+def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, monkeypatch):
     if force_index:
-        settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
+        monkeypatch.setattr(vector_paths, "choose_path", lambda **kwargs: "hnsw")
     users, docs, collections, group_members, coll_users, coll_groups, doc_users = build_random_matrix(7, documents=240)
     rng = random.Random(7)
     for d in docs:
@@ -287,6 +296,7 @@ def test_random_matrix_never_leaks_and_pages_are_full(db, force_index, settings)
             limit=20,
             threshold=-1.0,
             scope_chunks=scope_chunks,
+            path="hnsw" if force_index else "exact",
         )
         assert len(got) == min(20, visible_chunks), "short page"
         # Texts repeat, so compare scores (ties make ids ambiguous): a hit counts if it scores

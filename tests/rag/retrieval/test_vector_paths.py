@@ -1,0 +1,110 @@
+"""Exact scan or HNSW walk: chosen from the scope actually searched, and never a short page."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.indexing.pipeline import index_documents
+from rag.retrieval import vector, vector_index
+from rag.retrieval.query import embed_query
+from rag.retrieval.search import search
+from rag.retrieval.stats import scope_index_stats
+from rag.retrieval.visibility import search_scope
+from tests.factories import CollectionFactory, DocumentFactory
+
+
+@pytest.mark.parametrize(
+    ("limit", "scope_chunks", "model_chunks", "path"),
+    [
+        (10, 4, 100_000, "exact"),  # one document
+        (50, 1_000, 100_000, "exact"),  # a collection: 1% of the index, the walk would read 5,000 entries
+        (10, 3_000, 100_000, "exact"),  # 3% of the index: a walk would miss (recall), and the scan is cheap
+        (10, 1_500, 20_000, "exact"),  # 7.5%: reading 1,500 rows costs less than walking 400 entries (five rows each)
+        (10, 3_000, 20_000, "hnsw"),  # 15%: reading 3,000 rows costs more
+        (10, 30_000, 100_000, "hnsw"),  # 30% of the index: 400 entries walked instead of 30,000 rows read
+        (50, 10_000, 100_000, "hnsw"),  # the design's user, who sees 10% of 100k chunks
+        (50, 10_000, 1_000_000, "exact"),  # the same scope in an index ten times larger: 1%, a 5,000-entry walk
+        (50, 40_000, 1_000_000, "hnsw"),  # 4% but 40,000 rows: past the scan's cap, walked
+        (50, 100_000, 1_000_000, "hnsw"),  # a user who sees 10% of a million chunks
+    ],
+)
+def test_the_path_follows_the_scopes_size_and_its_share_of_the_index(settings, limit, scope_chunks, model_chunks, path):
+    settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
+    assert vector.choose_path(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks) == path
+
+
+def test_scopes_up_to_the_setting_are_always_scanned_exactly(settings):
+    settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 50_000
+    assert vector.choose_path(limit=10, scope_chunks=30_000, model_chunks=100_000) == "exact"
+
+
+def test_a_collection_search_is_sized_by_the_collection_not_the_team(cast, monkeypatch):
+    notes = CollectionFactory(team=cast.alice.team, name="Notes")
+    small = DocumentFactory(collection=notes, text="Owls hunt mice at night.")
+    others = [DocumentFactory(collection=cast.handbook, text=f"Bees number {i} pollinate apple trees.") for i in range(6)]
+    index_documents(document_ids=[small.pk, *(d.pk for d in others)])
+    seen: list[dict] = []
+    choose = vector.choose_path
+    monkeypatch.setattr(vector, "choose_path", lambda **kwargs: seen.append(kwargs) or choose(**kwargs))
+    search(user=cast.alice, query="owls hunt", mode="vector", collection_id=notes.pk)
+    search(user=cast.alice, query="owls hunt", mode="vector", document_id=others[0].pk)
+    search(user=cast.alice, query="owls hunt", mode="vector")
+    assert [call["scope_chunks"] for call in seen] == [1, 1, 7]
+    assert {call["model_chunks"] for call in seen} == {7}
+
+
+@pytest.fixture
+def far_scope(db, cast):
+    """Bob sees three notes about bees; the closest chunks to an owl question are in a collection he cannot see."""
+    vector_index._ensured.clear()  # an index an earlier test made went with its transaction
+    vector_index.ensure_vector_index("fake-embedding", 384)  # DDL before this test's first write
+    hidden = CollectionFactory(team=cast.alice.team, name="Hidden", default_access="none")
+    owls = [DocumentFactory(collection=hidden, text=f"Owls hunt mice at night, owl {i}.") for i in range(300)]
+    bees = [DocumentFactory(collection=cast.handbook, text=f"Bees make honey in hive {i}.") for i in range(3)]
+    index_documents(document_ids=[d.pk for d in [*owls, *bees]])
+    return bees
+
+
+def test_a_walk_that_gives_up_before_the_page_is_full_is_finished_by_an_exact_scan(cast, far_scope, monkeypatch):
+    # A walk allowed one index entry: the owls around the query are all out of bob's scope.
+    monkeypatch.setattr(vector, "ef_search", lambda limit: 1)
+    monkeypatch.setattr(vector, "MAX_SCAN_TUPLES", 1)
+    walked: list[int] = []
+    walk = vector._walk
+    monkeypatch.setattr(vector, "_walk", lambda *a, **kw: walked.append(len(rows := walk(*a, **kw))) or rows)
+    scope = search_scope(user=cast.bob)
+    hits = vector.vector_ranking(
+        scope=scope,
+        vector=embed_query("owls hunt mice"),
+        model_id="fake-embedding",
+        dimension=384,
+        limit=3,
+        threshold=-1.0,
+        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+        model_chunks=303,
+        path="hnsw",
+    )
+    assert walked and walked[0] < 3, "the walk itself came back short"
+    assert sorted(h.document_id for h in hits) == sorted(d.pk for d in far_scope)
+
+
+def test_a_walk_reads_the_hnsw_index(cast, far_scope):
+    from django.db import connection, transaction
+
+    statements: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    scope = search_scope(user=cast.alice)
+    with connection.execute_wrapper(capture):
+        vector._walk(scope, "[" + ",".join(["0.05"] * 384) + "]", model_id="fake-embedding", dimension=384, limit=10, walk=400)
+    settings_ = [(sql, values) for sql, values in statements if sql.startswith("SET LOCAL")]
+    ((ranking, params),) = [(sql, values) for sql, values in statements if sql.startswith("WITH v AS")]
+    with transaction.atomic(), connection.cursor() as cursor:
+        for sql, values in settings_:
+            cursor.execute(sql, values)
+        cursor.execute("EXPLAIN " + ranking, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert vector_index.vector_index_name("fake-embedding", 384) in plan
