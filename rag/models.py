@@ -283,15 +283,26 @@ class Mention(models.Model):
     count = models.PositiveSmallIntegerField(default=1)
     # True when the chunk belongs to the document the entity names (its subject), not a mention elsewhere.
     subject = models.BooleanField(default=False)
+    # True when only a document's title made these words a mention (a title match or a `/doc/<id>` link):
+    # that a phrase is some document's title is the titled document's secret, so the mention counts
+    # for a viewer only when they can read a document with that title (rag.retrieval.graph_policy).
+    title_only = models.BooleanField(default=False)
 
     class Meta:
         db_table = "graph_mentions"
         indexes = [
             models.Index(
                 fields=["entity", "model_id"],
-                include=["document_id", "document_version", "chunk", "count", "subject"],
+                include=["document_id", "document_version", "chunk", "count", "subject", "title_only"],
                 name="mention_entity_covering",
-            )
+            ),
+            # "Is this entity the title of a document the viewer can read?": a few rows per entity.
+            models.Index(
+                fields=["entity", "model_id"],
+                include=["document_id", "document_version"],
+                condition=models.Q(subject=True),
+                name="mention_entity_subject",
+            ),
         ]
 
 
@@ -308,18 +319,22 @@ class Relation(models.Model):
     document_id = models.UUIDField()
     document_version = models.PositiveIntegerField()
     model_id = models.CharField(max_length=200)
+    # An end that is an entity only because it is a document's title (see Mention.title_only): the
+    # relation counts only for viewers who can read a document with that title.
+    source_title_only = models.BooleanField(default=False)
+    target_title_only = models.BooleanField(default=False)
 
     class Meta:
         db_table = "graph_relations"
         indexes = [
             models.Index(
                 fields=["source", "model_id"],
-                include=["target", "weight", "document_id", "document_version"],
+                include=["target", "weight", "document_id", "document_version", "source_title_only", "target_title_only"],
                 name="relation_source_covering",
             ),
             models.Index(
                 fields=["target", "model_id"],
-                include=["source", "weight", "document_id", "document_version"],
+                include=["source", "weight", "document_id", "document_version", "source_title_only", "target_title_only"],
                 name="relation_target_covering",
             ),
         ]

@@ -11,6 +11,10 @@ What the rules read from a chunk of document D:
 - proper names, backticked code identifiers and the headings above the chunk: mentions, and
   D -MENTIONS-> them;
 - entities that occur in the same chunk: CO_OCCURS relations between them (a bounded number).
+
+A mention or relation end that exists only because the words are some document's title (a title
+match, a `/doc/<id>` link) is flagged `title_only`: it counts only for viewers who can read a
+document with that title (rag.retrieval.graph_policy).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ MAX_NAME_LENGTH = 500
 # Bounds that keep one chunk from writing an unbounded number of facts (a page of links, a hub).
 MAX_ENTITIES_PER_CHUNK = 64
 MAX_COOCCURRING = 8
+TITLE_COOCCURRING = 4
 # A title named in more chunks than this is linked to the first ones only when a document appears later.
 MAX_LINK_CANDIDATES = 2000
 
@@ -53,12 +58,14 @@ _PROPER_NAME = re.compile(
 
 @dataclass
 class ChunkFacts:
-    """What the rules read from one chunk: entity key -> (name, kind, count), and links by key."""
+    """What the rules read from one chunk: entity key -> (name, kind, count), links by key, and the keys
+    the chunk's own words make a name (`named`); the others are there only because they are a title."""
 
     mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
+    named: set[str] = field(default_factory=set)
 
-    def add(self, name: str, kind: str, count: int = 1) -> None:
+    def add(self, name: str, kind: str, count: int = 1, *, named: bool = True) -> None:
         key = entity_key(name)
         if not is_meaningful_key(key):
             return
@@ -66,9 +73,33 @@ class ChunkFacts:
             old_name, old_kind, old_count = self.mentions[key]
             # A title outranks a name or topic spelled the same way.
             kind = EntityKind.DOCUMENT if EntityKind.DOCUMENT in (kind, old_kind) else old_kind
-            self.mentions[key] = (old_name, kind, old_count + count)
-        elif len(self.mentions) < MAX_ENTITIES_PER_CHUNK:
-            self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
+            if named and key not in self.named:
+                # Seen as a title first: the chunk's own words name it, and they alone give its spelling and count.
+                self.named.add(key)
+                self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
+            elif named or key not in self.named:
+                self.mentions[key] = (old_name, kind, old_count + count)
+            else:
+                self.mentions[key] = (old_name, kind, old_count)  # a name's count never depends on titles
+            return
+        # Names and titles are bounded apart, so which titles exist (some private) never decides
+        # which of the chunk's names are kept.
+        if named and len(self.named) < MAX_ENTITIES_PER_CHUNK:
+            self.named.add(key)
+        elif named or len(self.mentions) - len(self.named) >= MAX_ENTITIES_PER_CHUNK:
+            return
+        self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
+
+    def title_only(self, key: str) -> bool:
+        return key not in self.named
+
+    def cooccurring(self) -> list[tuple[str, str]]:
+        """CO_OCCURS pairs, bounded: among the most frequent names, and each title-only key with the top
+        few names. Never between two title-only keys, so one title's presence changes no other pair."""
+        by_count = sorted(self.mentions.items(), key=lambda item: (-item[1][2], item[0]))
+        names = [key for key, _ in by_count if key in self.named][:MAX_COOCCURRING]
+        titles = [key for key, _ in by_count if key not in self.named]
+        return [*itertools.combinations(names, 2), *((t, n) for t in titles for n in names[:TITLE_COOCCURRING])]
 
 
 class TitleMatcher:
@@ -134,12 +165,13 @@ def read_chunk(
     facts = ChunkFacts()
     for key, count in matcher.find(text).items():
         if key != own_key:
-            facts.add(matcher.titles[key], EntityKind.DOCUMENT, count)
+            facts.add(matcher.titles[key], EntityKind.DOCUMENT, count, named=False)
     for match in _DOC_LINK.finditer(text):
         title = linked_titles.get(match.group(1).lower())
         if title and entity_key(title) != own_key:
-            facts.add(title, EntityKind.DOCUMENT)
+            facts.add(title, EntityKind.DOCUMENT, named=False)
             facts.links.add(entity_key(title))
+    # A wiki link names its target in the chunk's own words: a name, whether or not a title too.
     for match in _WIKI_LINK.finditer(text):
         name = match.group(1).strip()
         if entity_key(name) != own_key:
@@ -207,19 +239,33 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
         if own_name:
             mentions.append(Mention(entity_id=entity[own_key], count=1, subject=True, **common))
         for key, (_, _, count) in facts.mentions.items():
-            mentions.append(Mention(entity_id=entity[key], count=min(count, 32767), **common))
+            title_only = facts.title_only(key)
+            mentions.append(Mention(entity_id=entity[key], count=min(count, 32767), title_only=title_only, **common))
             if own_name:
                 predicate = PREDICATE_LINKS_TO if key in facts.links else PREDICATE_MENTIONS
                 weight = float(min(count, 5)) + (1.0 if key in facts.links else 0.0)
                 relations.append(
-                    Relation(source_id=entity[own_key], target_id=entity[key], predicate=predicate, weight=weight, **common)
+                    Relation(
+                        source_id=entity[own_key],
+                        target_id=entity[key],
+                        predicate=predicate,
+                        weight=weight,
+                        target_title_only=title_only,
+                        **common,
+                    )
                 )
         # Co-occurrence among the chunk's most frequent entities only: a list of 64 names would be 4,000 edges.
-        top = [key for key, _ in sorted(facts.mentions.items(), key=lambda item: -item[1][2])[:MAX_COOCCURRING]]
-        for a, b in itertools.combinations(top, 2):
+        for a, b in facts.cooccurring():
             relations.append(
                 Relation(
-                    source_id=entity[a], target_id=entity[b], predicate=PREDICATE_CO_OCCURS, weight=0.5, confidence=0.5, **common
+                    source_id=entity[a],
+                    target_id=entity[b],
+                    predicate=PREDICATE_CO_OCCURS,
+                    weight=0.5,
+                    confidence=0.5,
+                    source_title_only=facts.title_only(a),
+                    target_title_only=facts.title_only(b),
+                    **common,
                 )
             )
     Mention.objects.bulk_create(mentions, ignore_conflicts=True)
@@ -257,7 +303,7 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
     )
     Mention.objects.bulk_create(
         [
-            Mention(chunk_id=c, entity_id=target, document_id=d, document_version=v, model_id=model_id)
+            Mention(chunk_id=c, entity_id=target, document_id=d, document_version=v, model_id=model_id, title_only=True)
             for c, _, d, v in candidates
         ],
         ignore_conflicts=True,
@@ -272,6 +318,7 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
                 document_id=d,
                 document_version=v,
                 model_id=model_id,
+                target_title_only=True,
             )
             for c, _, d, v in candidates
             if c in subjects and subjects[c] != target

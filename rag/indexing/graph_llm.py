@@ -16,6 +16,7 @@ RAG_GRAPH_LLM_MAX_CALLS calls in one indexing batch.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -149,7 +150,11 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
         Entity.objects.filter(team_id=document.team_id, key__in=keys, kind__in=GENERIC_KINDS).update(kind=kind)
 
     ids = [chunk.pk for chunk, _ in read]
-    named = set(Mention.objects.filter(chunk_id__in=ids).values_list("chunk_id", "entity_id"))
+    rows = Mention.objects.filter(chunk_id__in=ids).values_list("chunk_id", "entity_id", "title_only")
+    existing = {(chunk_id, entity_id): title_only for chunk_id, entity_id, title_only in rows}
+    named = set(existing)
+    # The rules saw only a title where the model reads a name in the chunk's words: a name after all.
+    promoted: list[tuple[int, uuid.UUID]] = []
     subjects = dict(Mention.objects.filter(chunk_id__in=ids, subject=True).values_list("chunk_id", "entity_id"))
     mentions: list[Mention] = []
     relations: list[Relation] = []
@@ -163,6 +168,8 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
         words = f" {normalised_text(chunk.chunk_text)} "
         for item in found["entities"]:
             entity_id = entity.get(entity_key(item["name"]))
+            if entity_id is not None and existing.get((chunk.pk, entity_id)):
+                promoted.append((chunk.pk, entity_id))
             if entity_id is None or (chunk.pk, entity_id) in named:
                 continue  # the rules named it already, with their own count and relation
             named.add((chunk.pk, entity_id))
@@ -195,6 +202,8 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
                 )
     Mention.objects.bulk_create(mentions, ignore_conflicts=True)
     Relation.objects.bulk_create(relations)
+    for chunk_id, entity_id in promoted:
+        Mention.objects.filter(chunk_id=chunk_id, entity_id=entity_id).update(title_only=False)
 
 
 def rewrite_cached_facts(*, document: Document, model_id: str) -> None:

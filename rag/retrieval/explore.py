@@ -2,7 +2,8 @@
 passage a relation was read from.
 
 Every count, neighbour, relation and passage is read through the viewer's visible documents (the
-same compiled scope as search): an entity with no visible mention does not exist for the viewer.
+same compiled scope as search) and rag.retrieval.graph_policy: an entity with no visible mention does
+not exist for the viewer, and words are a document's title only to those who can read that document.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.db import connection
 
 from config.errors import NotFound
 from permissions.models import User
+from rag.retrieval.graph_policy import mention_counts, relation_counts
 from rag.retrieval.hits import chunk_ref
 from rag.retrieval.names import entity_key
 from rag.retrieval.serving import serving_model
@@ -69,11 +71,14 @@ def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offs
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.sql}),
                 counted AS (
-                    SELECT e.id, e.name, e.kind, count(*) AS mentions, count(DISTINCT m.document_id) AS documents
+                    -- A document's title is a `document` only to viewers who can read a document so titled.
+                    SELECT e.id, e.name,
+                           CASE WHEN bool_or(m.subject) THEN 'document' WHEN e.kind = 'document' THEN 'name' ELSE e.kind END,
+                           count(*) AS mentions, count(DISTINCT m.document_id) AS documents
                     FROM graph_entities e
                     JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %s
                     JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE e.team_id = %s AND {where}
+                    WHERE e.team_id = %s AND {where} AND {mention_counts("m", "v")}
                     GROUP BY e.id, e.name, e.kind)
                 SELECT id, name, kind, mentions, documents, count(*) OVER () FROM counted
                 ORDER BY mentions DESC, name, id LIMIT %s OFFSET %s""",
@@ -106,11 +111,11 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                 edges AS (
                     SELECT r.target_id AS other, 'out' AS direction, r.predicate, r.confidence, r.weight, r.chunk_id
                     FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
-                    WHERE r.source_id = %s AND r.model_id = %s
+                    WHERE r.source_id = %s AND r.model_id = %s AND {relation_counts("r", "v")}
                     UNION ALL
                     SELECT r.source_id, 'in', r.predicate, r.confidence, r.weight, r.chunk_id
                     FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
-                    WHERE r.target_id = %s AND r.model_id = %s),
+                    WHERE r.target_id = %s AND r.model_id = %s AND {relation_counts("r", "v")}),
                 best AS (
                     SELECT DISTINCT ON (other, direction, predicate) other, direction, predicate, confidence, weight, chunk_id
                     FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id)
@@ -137,7 +142,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                 JOIN v ON v.id = m.document_id AND v.version = m.document_version
                 JOIN document_embeddings e ON e.id = m.chunk_id
                 JOIN documents_document d ON d.id = e.document_id
-                WHERE m.entity_id = %s AND m.model_id = %s
+                WHERE m.entity_id = %s AND m.model_id = %s AND {mention_counts("m", "v")}
                 ORDER BY m.subject DESC, m.count DESC, e.id LIMIT %s""",
             [*scope.params, entity_id, model_id, limit],
         )

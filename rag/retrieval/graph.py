@@ -3,8 +3,9 @@ spread over at most two hops of relations, then rank the chunks that carry the e
 
 A bounded Personalized-PageRank-like spread in the spirit of HippoRAG. Every step joins its rows
 with the scope's visible documents inside SQL: an entity counts only through a visible mention,
-a hop only through a relation read from a visible chunk, so nothing a viewer cannot read moves
-their ranking. Hubs are bounded: each entity contributes at most a fixed number of neighbours
+a hop only through a relation read from a visible chunk (and a fact that exists only because some
+document's title names it, only when that document is visible: rag.retrieval.graph_policy), so
+nothing a viewer cannot read moves their ranking. Hubs are bounded: each entity contributes at most a fixed number of neighbours
 and of chunks.
 """
 
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from rag.retrieval.graph_policy import mention_counts, relation_counts
 from rag.retrieval.hits import Hit
 from rag.retrieval.names import is_meaningful_key, normalised_text
 from rag.retrieval.visibility import SearchScope
@@ -62,14 +64,14 @@ def _seed_entities(
     keys = question_keys(query)
     with connection.cursor() as cursor:
         if keys:
+            visible, visible_params = scope.named  # joined inline, as in `_spread`
             cursor.execute(
-                f"""WITH v AS ({scope.sql})
-                    SELECT e.id, e.key, bool_or(m.subject) FROM graph_entities e
-                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %s
-                    JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE e.team_id = %s AND e.key = ANY(%s)
+                f"""SELECT e.id, e.key, bool_or(m.subject) FROM graph_entities e
+                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
+                    JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
+                    WHERE e.team_id = %(team)s AND e.key = ANY(%(keys)s) AND {mention_counts("m", f"({visible})")}
                     GROUP BY e.id, e.key""",
-                [*scope.params, model_id, scope.user.team_id, keys],
+                {**visible_params, "model": model_id, "team": scope.user.team_id, "keys": keys},
             )
             rows = cursor.fetchall()
             titles = {pk for pk, _, is_title in rows if is_title}
@@ -117,11 +119,13 @@ def _spread(
                         SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
                             SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.source_id = s.id AND r.model_id = %(model)s GROUP BY r.target_id
+                            WHERE r.source_id = s.id AND r.model_id = %(model)s AND {relation_counts("r", f"({visible})")}
+                            GROUP BY r.target_id
                             UNION ALL
                             SELECT r.source_id, sum(r.weight) * 0.5 FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.target_id = s.id AND r.model_id = %(model)s GROUP BY r.source_id
+                            WHERE r.target_id = s.id AND r.model_id = %(model)s AND {relation_counts("r", f"({visible})")}
+                            GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
                     GROUP BY n.id)
                     -- A reached entity counts by its specificity among the visible passages (an IDF): a hub adds little.
@@ -130,7 +134,8 @@ def _spread(
                         SELECT count(*) AS n FROM (
                             SELECT 1 FROM graph_mentions m
                             JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                            WHERE m.entity_id = r.id AND m.model_id = %(model)s LIMIT %(cap)s) z) d""",
+                            WHERE m.entity_id = r.id AND m.model_id = %(model)s AND {mention_counts("m", f"({visible})")}
+                            LIMIT %(cap)s) z) d""",
                 {
                     **visible_params,
                     "ids": ids,
@@ -197,7 +202,7 @@ def graph_ranking(
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE m.entity_id = s.id AND m.model_id = %(model)s
+                    WHERE m.entity_id = s.id AND m.model_id = %(model)s AND {mention_counts("m", f"({visible})")}
                       AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%(seeds)s))))
                     ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %(per_entity)s) c
                 GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",

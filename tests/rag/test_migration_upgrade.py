@@ -26,6 +26,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # text only.
 HEADINGS_MIGRATION = ("rag", "0005_search_vectors_with_headings")
 
+# The migration that recorded each team's serving model from the chunks it had.
+SERVING_MIGRATION = ("rag", "0013_serving_model")
+# The migration that flagged graph facts that exist only because some document's title names them.
+TITLE_FLAGS_MIGRATION = ("rag", "0014_graph_title_only")
+
 MODEL, DIMENSION = "fake-embedding", 384
 OTHER_MODEL, OTHER_DIMENSION = "upgrade-test-model", 8
 
@@ -175,6 +180,7 @@ def executor() -> Iterator[MigrationExecutor]:
 
 @dataclass
 class Upgrade:
+    start: str
     chunks_before: list[tuple]
     documents_and_statuses_before: list[tuple]
 
@@ -185,7 +191,9 @@ def upgrade(request, executor: MigrationExecutor) -> Upgrade:
     start = ("rag", request.param)
     state = executor.migrate([start])
     seed(state.apps, headings=HEADINGS_MIGRATION in executor.loader.graph.forwards_plan(start))
-    before = Upgrade(chunks_before=fetch(CHUNKS), documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES))
+    before = Upgrade(
+        start=request.param, chunks_before=fetch(CHUNKS), documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES)
+    )
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
     return before
@@ -243,7 +251,50 @@ def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
 
 
 def test_each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade):
+    if upgrade.start >= SERVING_MIGRATION[1]:
+        pytest.skip("from this state on the app records the serving model when it indexes; the seed writes chunks only")
     # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
     assert fetch(
         "SELECT t.name, s.model_id, s.provider, s.dimension FROM rag_serving_model s JOIN permissions_team t ON t.id = s.team_id"
     ) == [("Acme", MODEL, "fake", DIMENSION)]
+
+
+def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be_read(executor: MigrationExecutor):
+    """Facts written before 0014 do not say whether only a title made them: every non-subject mention of a
+    title entity, and every relation end that is a title not the subject of the relation's own chunk, is
+    flagged (the safe reading); names, subjects and a chunk's own title stay unflagged."""
+    (before,) = executor.loader.graph.node_map[TITLE_FLAGS_MIGRATION].parents
+    state = executor.migrate([before.key])
+    seed(state.apps, headings=True)
+    execute("""INSERT INTO graph_entities (id, team_id, key, name, kind, created_at)
+               SELECT gen_random_uuid(), t.id, k.key, k.name, k.kind, now() FROM permissions_team t,
+               (VALUES ('deployment guide', 'Deployment guide', 'document'), ('release script', 'Release script', 'name')) k(key, name, kind)""")
+    facts = """FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id
+               JOIN graph_entities title ON title.key = 'deployment guide' JOIN graph_entities name ON name.key = 'release script'
+               WHERE e.model_id = '{model}' AND e.chunk_index = 0 AND d.title = '{document}'"""
+    deploy, onboarding = facts.format(model=MODEL, document="Deployment guide"), facts.format(model=MODEL, document="Onboarding")
+    execute(f"""INSERT INTO graph_mentions (chunk_id, entity_id, document_id, document_version, model_id, count, subject)
+                SELECT e.id, title.id, e.document_id, e.document_version, e.model_id, 1, TRUE {deploy}
+                UNION ALL SELECT e.id, name.id, e.document_id, e.document_version, e.model_id, 1, FALSE {deploy}
+                UNION ALL SELECT e.id, title.id, e.document_id, e.document_version, e.model_id, 1, FALSE {onboarding}
+                UNION ALL SELECT e.id, name.id, e.document_id, e.document_version, e.model_id, 1, FALSE {onboarding}""")
+    execute(f"""INSERT INTO graph_relations (chunk_id, source_id, target_id, predicate, confidence, weight,
+                                             document_id, document_version, model_id)
+                SELECT e.id, title.id, name.id, 'MENTIONS', 1, 1, e.document_id, e.document_version, e.model_id {deploy}
+                UNION ALL SELECT e.id, name.id, title.id, 'CO_OCCURS', 0.5, 0.5, e.document_id, e.document_version, e.model_id
+                {onboarding}""")
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert sorted(
+        fetch("""SELECT d.title, g.key, m.subject, m.title_only FROM graph_mentions m
+                 JOIN graph_entities g ON g.id = m.entity_id JOIN documents_document d ON d.id = m.document_id""")
+    ) == [
+        ("Deployment guide", "deployment guide", True, False),
+        ("Deployment guide", "release script", False, False),
+        ("Onboarding", "deployment guide", False, True),
+        ("Onboarding", "release script", False, False),
+    ]
+    assert sorted(
+        fetch("""SELECT d.title, r.predicate, r.source_title_only, r.target_title_only FROM graph_relations r
+                 JOIN documents_document d ON d.id = r.document_id""")
+    ) == [("Deployment guide", "MENTIONS", False, False), ("Onboarding", "CO_OCCURS", False, True)]

@@ -38,7 +38,9 @@ def test_the_rules_read_titles_links_names_code_and_headings():
     )
     kinds = {key: kind for key, (_, kind, _) in facts.mentions.items()}
     assert kinds["release train"] == EntityKind.DOCUMENT
-    assert facts.mentions["release train"][2] >= 2, "both spellings count"
+    # "Release Train" is a proper name once; the lower-case one is found only as a title, which may be private.
+    assert facts.mentions["release train"][2] == 1, "a name's count is its own words', whatever titles exist"
+    assert not facts.title_only("release train")
     assert kinds["rollback guide"] == EntityKind.NAME and "rollback guide" in facts.links
     assert kinds["runbook"] == EntityKind.DOCUMENT and "runbook" in facts.links
     assert kinds["grace hopper"] == EntityKind.NAME
@@ -68,6 +70,44 @@ def test_a_chunk_full_of_links_writes_a_bounded_number_of_facts():
 def test_empty_and_punctuation_titles_name_nothing():
     facts = read_chunk("... --- !!!", ["###"], own_key="", matcher=matcher("...", "!!!"), linked_titles={})
     assert facts.mentions == {}
+
+
+def test_only_what_a_title_alone_made_a_mention_is_flagged_title_only():
+    text = "The release train and [[Rollback Guide]] and Grace Hopper. See [x](/doc/00000000-0000-0000-0000-000000000001)."
+    facts = read_chunk(
+        text,
+        [],
+        own_key="x",
+        matcher=matcher("Release Train", "Rollback Guide", "Grace Hopper"),
+        linked_titles={"00000000-0000-0000-0000-000000000001": "Runbook"},
+    )
+    assert {key for key in facts.mentions if facts.title_only(key)} == {"release train", "runbook"}
+    assert facts.mentions["grace hopper"][1] == EntityKind.DOCUMENT, "kind is the entity's; who may see it is the query's"
+
+
+def test_titles_change_neither_the_names_their_counts_nor_their_co_occurrence():
+    """Which titles exist (some of them private) must not change what the chunk's own words name."""
+    text = "Grace Hopper met Alan Turing. Grace Hopper wrote [[Rollback Guide]] at the release train. " + " ".join(
+        f"Person Number{i}" for i in range(MAX_ENTITIES_PER_CHUNK)
+    )
+
+    def named(facts):
+        names = {key: value for key, value in facts.mentions.items() if not facts.title_only(key)}
+        pairs = [pair for pair in facts.cooccurring() if not any(facts.title_only(key) for key in pair)]
+        return names, pairs
+
+    titles = matcher(*(f"Title {i}" for i in range(100)), "Grace Hopper", "Rollback Guide", "Release Train", "Person Number3")
+    alone = read_chunk(text, [], own_key="x", matcher=matcher(), linked_titles={})
+    with_titles = read_chunk(
+        text + " " + " ".join(f"title {i}" for i in range(100)), [], own_key="x", matcher=titles, linked_titles={}
+    )
+    without_extra_text = read_chunk(text, [], own_key="x", matcher=titles, linked_titles={})
+    assert named(without_extra_text)[0].keys() == named(alone)[0].keys()
+    assert {k: v[2] for k, v in named(without_extra_text)[0].items()} == {k: v[2] for k, v in named(alone)[0].items()}
+    assert named(without_extra_text)[1] == named(alone)[1]
+    assert named(with_titles)[0].keys() == named(alone)[0].keys(), "a hundred titles crowd out no name"
+    assert "release train" in without_extra_text.mentions and without_extra_text.title_only("release train")
+    assert ("release train", "grace hopper") in without_extra_text.cooccurring()
 
 
 def relations_of(document) -> set[tuple[str, str, str]]:

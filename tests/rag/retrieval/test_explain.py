@@ -159,14 +159,9 @@ def test_bobs_ranks_and_scores_do_not_move_when_documents_he_cannot_read_are_add
     assert explained(alice, mode) != alice_before
 
 
-# A known leak of the knowledge graph (not of explanations; BM25 and the vector ranking hold): a title is
-# linked wherever a team's text names it (rag.indexing.graph.link_title_mentions, and the title automaton
-# at indexing), and the mention and its MENTIONS relation belong to the naming chunk, so they are visible
-# to whoever reads that chunk even when the titled document is private. Fixing it needs those facts to
-# carry the titled document and every graph query to check its visibility too (a schema change).
-LEAK = "graph title links made from a private document's title are visible through the passage that names it"
-
-
+# A private document's title written in text bob reads: the title automaton and link_title_mentions
+# record it on bob's chunk, flagged title_only, and no graph query may count it for bob
+# (rag.retrieval.graph_policy): neither his ranks nor graph.entities may tell him the words are a title.
 @pytest.fixture
 def private_title_in_bobs_text(cast):
     def add() -> None:
@@ -178,7 +173,6 @@ def private_title_in_bobs_text(cast):
     return add
 
 
-@pytest.mark.xfail(strict=True, reason=LEAK)
 @pytest.mark.parametrize("mode", ["graph", "hybrid"])
 def test_bobs_graph_ranks_do_not_move_when_a_private_title_names_words_he_reads(
     cast, api_for, films, private_title_in_bobs_text, mode
@@ -189,7 +183,6 @@ def test_bobs_graph_ranks_do_not_move_when_a_private_title_names_words_he_reads(
     assert explained(bob, mode) == before
 
 
-@pytest.mark.xfail(strict=True, reason=LEAK)
 def test_bob_is_not_told_that_words_he_reads_are_a_private_documents_title(cast, api_for, films, private_title_in_bobs_text):
     private_title_in_bobs_text()
     found = api_for(cast.bob).post("graph.entities", {"query": "thriller film"}).json()["data"]

@@ -8,7 +8,10 @@ import pytest
 from django.db import transaction
 
 from documents.models import Document
+from rag.indexing.graph import rename_document_entity
 from rag.indexing.pipeline import index_documents
+from rag.models import Mention
+from rag.retrieval.explore import entity_get, entity_list
 from rag.retrieval.graph import graph_ranking, question_keys
 from rag.retrieval.search import search
 from rag.retrieval.visibility import search_scope
@@ -131,6 +134,45 @@ def test_graph_rankings_equal_those_over_only_the_viewers_documents(db, seed):
             assert graph(user, query) == expected, f"{user.username}: invisible documents moved the graph ranking"
             transaction.set_rollback(True)
     assert ranked >= 4, "the oracle compared real rankings"
+
+
+def graph_responses(user, query: str) -> tuple:
+    """Everything the graph tells `user`: the ranking, graph.entities, and graph.entity of the listed entities."""
+    found, total = entity_list(user=user, query="", limit=1000)
+    details = [entity_get(user=user, entity_id=e.id, limit=1000) for e in found[:12]]
+    return graph(user, query), found, total, details
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_graph_responses_equal_a_graph_read_from_only_the_viewers_documents(db, seed):
+    """The stronger oracle: delete what a user cannot read and read every remaining document's facts again,
+    so titles the user cannot read are never matched; no ranking, entity, kind, count, neighbour or passage
+    may differ. Titles are written in lower case in other documents' text (the title automaton finds them,
+    they are no proper names) and as wiki links (names), some of them titles of documents the user cannot read."""
+    users, docs, *_ = build_random_matrix(seed, documents=120)
+    rng = random.Random(seed)
+    names = [f"Station {name}" for name in ("Alder", "Birch", "Cedar", "Dogwood", "Elm", "Fir", "Ginkgo", "Hazel")]
+    for d in docs:
+        d.title = f"{rng.choice(names)} {rng.randint(1, 3)}"
+        a, b = rng.sample(names, 2)
+        d.text = f"{d.title} connects to {a.lower()} {rng.randint(1, 3)} and [[{b} {rng.randint(1, 3)}]] at Grand Junction."
+    Document.objects.bulk_update(docs, ["title", "text"])
+    index_documents(document_ids=[d.pk for d in docs if d.deleted_at is None])
+    assert Mention.objects.filter(title_only=True).exists(), "the oracle compares title-only facts"
+    compared = 0
+    for user in users[:8]:
+        query = f"Which line reaches {rng.choice(names)} 2 from {rng.choice(names)} 1?"
+        expected = graph_responses(user, query)
+        compared += bool(expected[0]) and bool(expected[3])
+        with transaction.atomic():
+            visible = list(Document.objects.visible_to(user).values_list("pk", flat=True))
+            Document.objects.filter(team_id=user.team_id).exclude(pk__in=visible).delete()
+            Document.objects.exclude(team_id=user.team_id).delete()
+            for document in Document.objects.filter(pk__in=visible):
+                rename_document_entity(document=document, model_id=MODEL)  # reads its facts again
+            assert graph_responses(user, query) == expected, f"{user.username}: invisible documents changed the graph"
+            transaction.set_rollback(True)
+    assert compared >= 4, "the oracle compared real rankings and entities"
 
 
 def test_graph_entities_counts_only_what_the_caller_may_read(cast, api_for, films):
