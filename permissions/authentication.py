@@ -2,17 +2,62 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
+from django.db import connection
+from django.db.models import Model
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
-from permissions.models import ApiToken
+from permissions.models import ApiToken, Team, User
 from permissions.tokens import digests_match, token_prefix
 
 # last_used_at is informational; writing it on every request would put a row update on
 # every search, so it is refreshed at most once a minute.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@functools.cache
+def _token_query() -> tuple[str, list[tuple[type[Model], list[str]]]]:
+    """The token, its user and their team in one query, compiled once per process.
+
+    What `select_related("user", "user__team")` runs, but Django compiles such a query anew on every
+    call (2-3 ms on two busy cores, more than running it), and every API request looks a token up.
+    """
+    models: tuple[type[Model], ...] = (ApiToken, User, Team)
+    parts = [(model, [f.attname for f in model._meta.concrete_fields]) for model in models]
+    columns = ", ".join(
+        f"{alias}.{connection.ops.quote_name(f.column or f.attname)}"
+        for alias, model in zip(("t", "u", "m"), models, strict=True)
+        for f in model._meta.concrete_fields
+    )
+    sql = f"""SELECT {columns} FROM {ApiToken._meta.db_table} t
+              JOIN {User._meta.db_table} u ON u.id = t.user_id
+              LEFT JOIN {Team._meta.db_table} m ON m.id = u.team_id
+              WHERE t.prefix = %s"""
+    return sql, parts
+
+
+def token_with_user(prefix: str) -> ApiToken | None:
+    """The token with this prefix, its user and the user's team loaded, or None."""
+    sql, parts = _token_query()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    loaded: list[Model | None] = []
+    start = 0
+    for model, attnames in parts:
+        values = row[start : start + len(attnames)]
+        start += len(attnames)
+        loaded.append(model.from_db(connection.alias, attnames, values) if values[0] is not None else None)
+    token, user, team = loaded
+    assert isinstance(token, ApiToken) and isinstance(user, User)
+    user.team = team  # type: ignore[assignment]  # None for an operator without a team
+    token.user = user
+    return token
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -29,7 +74,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         prefix = token_prefix(raw)
         if prefix is None:
             raise exceptions.AuthenticationFailed("Invalid API token.")
-        token = ApiToken.objects.select_related("user", "user__team").filter(prefix=prefix).first()
+        token = token_with_user(prefix)
         if token is None or not digests_match(raw, token.digest):
             raise exceptions.AuthenticationFailed("Invalid API token.")
         now = timezone.now()
