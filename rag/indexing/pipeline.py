@@ -264,10 +264,21 @@ def remove_document_chunks(*, document_ids: list) -> None:
 def title_changed(document_id: uuid.UUID) -> None:
     """A new title costs no embedding: keyword columns (every model's) are refreshed and the graph relinked."""
     refresh_title(document_id)
+    reread_graph_facts(document_id)
+
+
+def reread_graph_facts(document_id: uuid.UUID) -> bool:
+    """Read a document's graph facts again from its indexed chunks, with no embedding (a rename, or rules that changed).
+
+    Returns whether there was a live document to read (its chunks may still be missing).
+    """
     document = Document.objects.filter(pk=document_id, deleted_at__isnull=True).first()
-    if document is not None and settings.RAG_GRAPH_ENABLED:
-        # The configured model's graph, and the earlier one's while the team is still searched with it.
-        models = [settings.RAG_EMBEDDING_MODEL, *(m.model_id for m in serving_models_of([document_id]))]
+    if document is None or not settings.RAG_GRAPH_ENABLED:
+        return False
+    # The configured model's graph, and the earlier one's while the team is still searched with it.
+    models = dict.fromkeys([settings.RAG_EMBEDDING_MODEL, *(m.model_id for m in serving_models_of([document_id]))])
+    with transaction.atomic():
         for model_id in models:
             rename_document_entity(document=document, model_id=model_id)
             rewrite_cached_facts(document=document, model_id=model_id)
+    return True

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from documents.models import Document
 from rag.indexing.backfill import backfill_start, backfill_step
-from rag.indexing.pipeline import IndexResult, index_documents
+from rag.indexing.pipeline import IndexResult, index_documents, reread_graph_facts
 from rag.indexing.serving import switch_covered_teams, teams_behind
 from rag.indexing.state import job_create, job_record
 from rag.models import IndexJob, JobState
@@ -36,12 +36,24 @@ class Command(BaseCommand):
         )
         parser.add_argument("--queue", action="store_true", help="Send batches to Celery workers instead of indexing here")
         parser.add_argument(
+            "--graph",
+            action="store_true",
+            help="Only read the knowledge graph's facts again from the chunks already indexed (no embedding): after an "
+            "upgrade that changes how facts are read (see the README's Upgrading)",
+        )
+        parser.add_argument(
             "--switch-now",
             action="store_true",
             help="Afterwards, move every team to the configured model even if it does not cover all their documents yet",
         )
 
-    def handle(self, *args, team, collection, document, force, model, queue, switch_now, **options):
+    def handle(self, *args, team, collection, document, force, model, queue, graph, switch_now, **options):
+        if graph and (force or model or queue or switch_now):
+            raise CommandError(
+                "--graph reads facts from the chunks already indexed: it takes only --team, --collection, --document."
+            )
+        if graph and not settings.RAG_GRAPH_ENABLED:
+            raise CommandError("The knowledge graph is off (RAG_GRAPH_ENABLED=false): there are no facts to read.")
         if queue and settings.CELERY_TASK_ALWAYS_EAGER:
             raise CommandError("--queue needs CELERY_BROKER_URL (no broker is configured).")
         if model and model != settings.RAG_EMBEDDING_MODEL and (queue or switch_now):
@@ -57,6 +69,9 @@ class Command(BaseCommand):
             ids = [str(pk) for pk in documents.order_by("created_at", "id").values_list("pk", flat=True)]
         except Exception as exc:  # a malformed id from the command line
             raise CommandError(f"Bad filter: {exc}") from exc
+        if graph:
+            self._reread_graph(ids)
+            return
         behind = teams_behind() if not model else {}
         if behind and not (team or collection or document):
             self._backfill(queue=queue)
@@ -67,6 +82,17 @@ class Command(BaseCommand):
             self._run(ids, force=force, queue=queue, provider=provider)
         if not model:
             self._switch(force=switch_now)
+
+    def _reread_graph(self, ids: list[str]) -> None:
+        started = time.monotonic()
+        read = 0
+        for i, pk in enumerate(ids, start=1):
+            read += reread_graph_facts(uuid.UUID(pk))
+            if i % 50 == 0 or i == len(ids):
+                self._progress(i, len(ids), 0, started)
+        if ids:
+            sys.stderr.write("\n")
+        self.stdout.write(f"Read the graph facts of {read} document(s) again, in {time.monotonic() - started:.1f}s.")
 
     def _backfill(self, *, queue: bool) -> None:
         """Teams still searched with an earlier model: build the configured model's chunks for them first, as a backfill job."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from django.core.management import CommandError, call_command
+
 from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
 from rag.indexing.pipeline import index_documents, title_changed
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
@@ -207,3 +210,35 @@ def test_reconcile_finds_and_restores_missing_graph_facts_without_embedding(cast
     call_command("reconcile_index", "--fix")
     assert Mention.objects.filter(document_id=doc.pk, subject=True).exists()
     assert provider.calls == [], "facts are read again from the chunks; nothing is embedded"
+
+
+def test_index_documents_graph_reads_the_facts_again_without_embedding(cast, capsys):
+    """After an upgrade whose migration could only guess (0014 flags every title-entity mention), the command
+    reads the precise facts again from the chunks: nothing embedded, the search index untouched."""
+    beta = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Beta Service", text="Beta serves traffic.")
+    alpha = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Alpha", text="Alpha calls the beta service. Grace Hopper agrees."
+    )
+    index_documents(document_ids=[beta.pk, alpha.pk])
+    precise = sorted(Mention.objects.values_list("chunk_id", "entity_id", "count", "subject", "title_only"))
+    relations = sorted(Relation.objects.values_list("chunk_id", "source_id", "target_id", "predicate", "target_title_only"))
+    Mention.objects.filter(subject=False).update(title_only=True)  # as the migration leaves them
+    Relation.objects.filter(predicate="CO_OCCURS").delete()
+    chunks = sorted(Chunk.objects.values_list("id", "content_hash"))
+    provider = get_embedding_provider()
+    provider.calls.clear()
+
+    call_command("index_documents", "--graph")
+
+    assert "Read the graph facts of 2 document(s) again" in capsys.readouterr().out
+    assert sorted(Mention.objects.values_list("chunk_id", "entity_id", "count", "subject", "title_only")) == precise
+    assert (
+        sorted(Relation.objects.values_list("chunk_id", "source_id", "target_id", "predicate", "target_title_only")) == relations
+    )
+    assert sorted(Chunk.objects.values_list("id", "content_hash")) == chunks and provider.calls == []
+    assert Mention.objects.filter(title_only=True).exists() and Mention.objects.filter(subject=False, title_only=False).exists()
+
+
+def test_index_documents_graph_refuses_options_it_does_not_take(cast):
+    with pytest.raises(CommandError, match="--graph reads facts"):
+        call_command("index_documents", "--graph", "--force")
