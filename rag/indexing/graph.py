@@ -64,11 +64,15 @@ class ChunkFacts:
     mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
     named: set[str] = field(default_factory=set)
+    # How often each key was found as a title (a title match or a `/doc/<id>` link), named or not.
+    title_counts: Counter[str] = field(default_factory=Counter)
 
     def add(self, name: str, kind: str, count: int = 1, *, named: bool = True) -> None:
         key = entity_key(name)
         if not is_meaningful_key(key):
             return
+        if not named:
+            self.title_counts[key] += count
         if key in self.mentions:
             old_name, old_kind, old_count = self.mentions[key]
             # A title outranks a name or topic spelled the same way.
@@ -254,6 +258,18 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
                         **common,
                     )
                 )
+                if not title_only and facts.title_counts[key]:
+                    # A name that is also a title is stronger evidence, for those who may know it is a title.
+                    relations.append(
+                        Relation(
+                            source_id=entity[own_key],
+                            target_id=entity[key],
+                            predicate=predicate,
+                            weight=float(min(facts.title_counts[key], 5)),
+                            target_title_only=True,
+                            **common,
+                        )
+                    )
         # Co-occurrence among the chunk's most frequent entities only: a list of 64 names would be 4,000 edges.
         for a, b in facts.cooccurring():
             relations.append(

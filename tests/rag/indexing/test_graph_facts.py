@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
+from documents.models import Document
 from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
 from rag.indexing.pipeline import index_documents, title_changed
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
@@ -242,3 +243,16 @@ def test_index_documents_graph_reads_the_facts_again_without_embedding(cast, cap
 def test_index_documents_graph_refuses_options_it_does_not_take(cast):
     with pytest.raises(CommandError, match="--graph reads facts"):
         call_command("index_documents", "--graph", "--force")
+
+
+def test_a_name_that_is_also_a_title_weighs_more_only_for_those_who_may_know_the_title(cast):
+    DocumentFactory(collection=cast.private, created_by=cast.alice, title="Grace Hopper", text="A biography.")
+    memo = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Memo", text="Grace Hopper wrote the compiler.")
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    edges = sorted(
+        Relation.objects.filter(document_id=memo.pk, target__key="grace hopper", source__key="memo").values_list(
+            "weight", "target_title_only"
+        )
+    )
+    assert edges == [(1.0, False), (1.0, True)], "the name's own edge, and the title's, flagged"
+    assert Mention.objects.get(document_id=memo.pk, entity__key="grace hopper").title_only is False
