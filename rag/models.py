@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -170,8 +171,27 @@ class Confidence(models.TextChoices):
     INSUFFICIENT = "insufficient", "Insufficient"
 
 
+class Conversation(models.Model):
+    """One user's thread of questions; its turns are the QueryLog rows that point to it."""
+
+    # A UUID, not a sequence: a client learns nothing of other users' conversations from an id.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=200, help_text="The first question, shortened.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, help_text="When its last turn was answered.")
+
+    class Meta:
+        db_table = "rag_conversation"
+        indexes = [models.Index(fields=["user", "-updated_at"], name="conversation_user_updated")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
 class QueryLog(models.Model):
-    """One answered question: for analytics and feedback. Query text is stored; it is the user's own."""
+    """One answered question: for analytics and feedback, and a turn of its conversation. Query text is stored; it is the user's own."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -186,6 +206,19 @@ class QueryLog(models.Model):
     total_ms = models.FloatField(default=0)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Deleting a conversation keeps its answers here, unlinked, as every answer is kept (ratings, the admin).
+    conversation = models.ForeignKey(Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns")
+    standalone_query = models.TextField(
+        blank=True,
+        help_text="The question rewritten to stand alone from the earlier turns (what was searched); empty when unchanged.",
+    )
+    source_documents = ArrayField(
+        models.UUIDField(),
+        default=list,
+        blank=True,
+        help_text="Every document the answer drew on: its passages' (cited or not) and those of the earlier turns it was "
+        "given. The turn's answer is shown only while its user can still read them all.",
+    )
 
     class Meta:
         db_table = "rag_query_log"

@@ -345,6 +345,11 @@ RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
 # any change to what the asker's team can read invalidates them sooner.
 RAG_ANSWER_CACHE = _bool("RAG_ANSWER_CACHE", True)
 RAG_ANSWER_CACHE_TTL = _positive_int("RAG_ANSWER_CACHE_TTL", 3600)
+# How many earlier turns of a conversation a follow-up is given: its rewrite into a question that
+# stands alone, and its prompt (0: each question is answered on its own, conversations still kept).
+RAG_CONVERSATION_TURNS = _positive_int("RAG_CONVERSATION_TURNS", 4, minimum=0)
+if RAG_CONVERSATION_TURNS > 20:
+    raise ImproperlyConfigured(f"RAG_CONVERSATION_TURNS must be at most 20, got {RAG_CONVERSATION_TURNS}")
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)

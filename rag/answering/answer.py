@@ -1,7 +1,8 @@
 """The answer flow: retrieval → evidence check → generation (or an extractive answer) → citation mapping.
 
 The server numbers the passages; a `[n]` it did not supply never leaves it. Every answer is
-logged as a QueryLog. A repeated question may be answered from the answer cache (rag.answering.cache).
+logged as a QueryLog, the newest turn of its conversation. A repeated question may be answered from
+the answer cache (rag.answering.cache); its turn is recorded all the same.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from permissions.models import User
 from rag.answering.cache import CachedAnswer, CacheSlot, answer_cache_lookup, answer_cache_store
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.confidence import Assessment
+from rag.answering.conversations import turn_save
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
+from rag.answering.followup import Thread
 from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
@@ -66,17 +69,19 @@ def answer_question(
     collection_id: uuid.UUID | None = None,
     document_id: uuid.UUID | None = None,
     tags: Sequence[str] = (),
-    context: str = "",
+    thread: Thread | None = None,
     started: float | None = None,
 ) -> Iterator[tuple[str, dict]]:
-    """The answer's events, from the answer cache when it holds one the asker may still be given, else
-    from retrieval and `answer_events` (which stores it).
+    """The answer to `query` (in `thread`, a conversation's follow-up: then `query` is the thread's question
+    rewritten to stand alone), from the answer cache when it holds one the asker may still be given,
+    else from retrieval and `answer_events` (which stores it). Either way the answer is the thread's newest turn.
 
     Not a generator itself: a scope that is not found, nothing indexed and the other errors of
-    retrieval are raised here, before the first event. `context` (the earlier turns of a
-    conversation) is part of the cache key.
+    retrieval are raised here, before the first event. The earlier turns the prompt would be given
+    are part of the cache key.
     """
     started = time.perf_counter() if started is None else started
+    thread = thread or Thread(question=query, standalone=query)
     slot, hit = answer_cache_lookup(
         user=user,
         query=query,
@@ -84,10 +89,10 @@ def answer_question(
         collection_id=collection_id,
         document_id=document_id,
         tags=tags,
-        context=context,
+        context=thread.context,
     )
     if hit is not None:
-        return cached_answer_events(user=user, query=query, hit=hit, started=started)
+        return cached_answer_events(user=user, query=query, hit=hit, started=started, thread=thread)
     retrieval = retrieve(
         user=user,
         query=query,
@@ -97,16 +102,21 @@ def answer_question(
         tags=list(tags),
         started=started,
     )
-    return answer_events(user=user, retrieval=retrieval, cache_slot=slot)
+    return answer_events(user=user, retrieval=retrieval, cache_slot=slot, thread=thread)
 
 
-def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: float) -> Iterator[tuple[str, dict]]:
-    """A cached answer as the same events as a fresh one, logged as an answer of its own (its own id for feedback)."""
-    latency = {"cacheMs": ms_since(started)}
+def cached_answer_events(
+    *, user: User, query: str, hit: CachedAnswer, started: float, thread: Thread
+) -> Iterator[tuple[str, dict]]:
+    """A cached answer as the same events as a fresh one, logged as an answer of its own (its own id for
+    feedback) and saved as the thread's newest turn."""
+    latency = {**thread.latency, "cacheMs": ms_since(started)}
     log = QueryLog(
         user=user,
         team_id=user.team_id,
-        query=query,
+        query=thread.question,
+        standalone_query=query if query != thread.question else "",
+        source_documents=sorted({uuid.UUID(document) for document, _, _ in hit.sources} | thread.sources),
         passage_count=hit.passages,
         answer=hit.answer,
         mode=hit.mode,
@@ -129,10 +139,12 @@ def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: 
             # WAL to reach the disk, which would be a good part of a cached answer's time.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
-            log.save()
+            conversation = turn_save(log=log, conversation=thread.conversation)
         logged = True
         common = {
             "id": str(log.pk),
+            "conversationId": str(conversation.pk),
+            "standaloneQuery": query,
             "confidence": hit.confidence,
             "confidenceFactors": hit.confidence_factors,
             "mode": hit.mode,
@@ -149,15 +161,27 @@ def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: 
         raise
 
 
-def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | None = None) -> Iterator[tuple[str, dict]]:
-    """The answer as events: `token`, `citation`, then `metadata` and `done`; the query is logged.
+def answer_events(
+    *, user: User, retrieval: Retrieval, cache_slot: CacheSlot | None = None, thread: Thread | None = None
+) -> Iterator[tuple[str, dict]]:
+    """The answer as events: `token`, `citation`, then `metadata` and `done`; the query is logged as
+    the newest turn of the thread's conversation (a new one without a thread).
 
-    An LLM failure falls back to the extractive answer. If it fails after text was sent, `done`
-    carries the extractive answer that supersedes what was streamed. An answer that completed as
-    designed (no provider failure, read to the end) is stored in `cache_slot`.
+    `retrieval` searched for the thread's standalone question. An LLM failure falls back to the
+    extractive answer. If it fails after text was sent, `done` carries the extractive answer that
+    supersedes what was streamed. An answer that completed as designed (no provider failure, read to
+    the end) is stored in `cache_slot`.
     """
+    thread = thread or Thread(question=retrieval.query, standalone=retrieval.query)
     passages = {p.n: p for p in retrieval.passages}
-    log = QueryLog(user=user, team_id=user.team_id, query=retrieval.query, passage_count=len(passages))
+    log = QueryLog(
+        user=user,
+        team_id=user.team_id,
+        query=thread.question,
+        standalone_query=retrieval.query if retrieval.query != thread.question else "",
+        passage_count=len(passages),
+        source_documents=sorted({p.document_id for p in retrieval.passages} | thread.sources),
+    )
     client = get_llm() if retrieval.confidence != Confidence.INSUFFICIENT else None
     if retrieval.confidence == Confidence.INSUFFICIENT:
         mode, pieces = MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER)
@@ -168,7 +192,7 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
         pieces = _pieces(extracted)
     else:
         mode = MODE_GENERATED
-        messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts), client
+        messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts, earlier=thread.earlier), client
         pieces = _metered(
             stream_with_retries(
                 lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
@@ -178,7 +202,7 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
             ),
             client.model,
         )
-    latency = dict(retrieval.latency)
+    latency = {**thread.latency, **retrieval.latency}
     generation_started = time.perf_counter()
     sent: list[str] = []
     logged = False
@@ -225,8 +249,9 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
         latency["totalMs"] = ms_since(retrieval.started)
         log.answer, log.mode, log.confidence, log.citations = answer, mode, confidence, citations
         log.latency, log.total_ms = latency, latency["totalMs"]
-        log.save()
+        conversation = turn_save(log=log, conversation=thread.conversation)
         logged = True
+        turn = {"conversationId": str(conversation.pk), "standaloneQuery": retrieval.query}
         html = answer_html(answer, {c["n"]: c for c in citations})
         if cache_slot is not None and not log.error:
             sources = [(str(p.document_id), p.version, p.title) for p in retrieval.passages]
@@ -247,6 +272,7 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
             "metadata",
             {
                 "id": str(log.pk),
+                **turn,
                 "confidence": confidence,
                 "confidenceFactors": factors,
                 "mode": mode,
@@ -257,6 +283,7 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
         )
         result = {
             "id": str(log.pk),
+            **turn,
             "answer": answer,
             "citations": citations,
             "confidence": confidence,
@@ -267,7 +294,8 @@ def answer_events(*, user: User, retrieval: Retrieval, cache_slot: CacheSlot | N
         }
         yield "done", {**result, "html": html}
     except GeneratorExit:
-        if not logged:  # the reader went away: still record the question
+        # The reader went away: still record the question, but as no conversation's turn (its reader never got it).
+        if not logged:
             log.mode, log.error, log.total_ms = mode, "client disconnected", ms_since(retrieval.started)
             log.answer = "".join(sent)
             log.save()

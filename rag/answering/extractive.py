@@ -72,7 +72,7 @@ _MARKUP = [
 _HEADING = re.compile(r"\s{0,3}(#{1,6})\s")
 _STEMMER = snowballstemmer.stemmer("english")
 # Words a question is phrased with rather than about.
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """a about am an and any are as at be been being by can could did do does for from get gets getting got has have
     having how i if in into is it its many may me might much must my need of on or our should so than that the their
     them then there these they this those to us was we were what when where which who whom why will with would you
@@ -104,7 +104,7 @@ def visible_text(text: str) -> str:
 
 def _terms(text: str) -> frozenset[str]:
     """The words that carry meaning, stemmed (Snowball), so "deploying" and "deployment" meet at "deploy"."""
-    return frozenset(_STEMMER.stemWords([w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]))
+    return frozenset(_STEMMER.stemWords([w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]))
 
 
 def _has(terms: frozenset[str], wanted: str) -> bool:

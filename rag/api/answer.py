@@ -14,6 +14,7 @@ from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.tags import MAX_FILTER_TAGS
 from rag.answering.answer import MODES, answer_complete, answer_question
 from rag.answering.feedback import feedback_create
+from rag.answering.followup import thread_for
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictInt
 from rag.api.sse import EVENT_STREAM, EventStreamRenderer, sse_stream
 from rag.models import Confidence
@@ -64,8 +65,14 @@ class ConfidenceFactorsOutput(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField(), help_text="Each step of the rule that set the level.")
 
 
+CONVERSATION_ID_HELP = "The conversation this answer is the newest turn of: send it back with a follow-up question."
+STANDALONE_QUERY_HELP = "The question as searched: a follow-up rewritten to stand alone from the earlier turns."
+
+
 class AnswerOutput(serializers.Serializer):
     id = serializers.UUIDField()
+    conversationId = serializers.UUIDField(help_text=CONVERSATION_ID_HELP)
+    standaloneQuery = serializers.CharField(help_text=STANDALONE_QUERY_HELP)
     answer = serializers.CharField()
     citations = CitationOutput(many=True)
     confidence = serializers.ChoiceField(choices=Confidence.values)
@@ -87,6 +94,8 @@ class TokenOutput(serializers.Serializer):
 
 class AnswerMetadataOutput(serializers.Serializer):
     id = serializers.UUIDField()
+    conversationId = serializers.UUIDField(help_text=CONVERSATION_ID_HELP)
+    standaloneQuery = serializers.CharField(help_text=STANDALONE_QUERY_HELP)
     confidence = serializers.ChoiceField(choices=Confidence.values)
     confidenceFactors = ConfidenceFactorsOutput()
     mode = serializers.ChoiceField(choices=MODES)
@@ -115,6 +124,11 @@ class RagAnswerApi(RagApi):
         limit = StrictInt(min_value=1, max_value=20, default=5)
         stream = serializers.BooleanField(default=False)
         tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
+        conversationId = serializers.UUIDField(
+            required=False,
+            allow_null=True,
+            help_text="A conversation of yours to continue (from an earlier answer); absent, the answer starts a new one.",
+        )
 
     @extend_schema(
         responses={
@@ -128,9 +142,11 @@ class RagAnswerApi(RagApi):
     def post(self, request):
         started = time.perf_counter()
         data = self.validated(request)
+        thread = thread_for(user=request.user, question=data["query"], conversation_id=data.get("conversationId"))
         events = answer_question(
             user=request.user,
-            query=data["query"],
+            query=thread.standalone,
+            thread=thread,
             limit=data["limit"],
             collection_id=data.get("collectionId"),
             document_id=data.get("documentId"),

@@ -24,6 +24,7 @@ from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, Pagina
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
 from rag.answering.answer import answer_complete, answer_question
+from rag.answering.followup import thread_for
 from rag.api.answer import AnswerOutput, RagAnswerApi
 from rag.api.base import QueryField, StrictInt
 from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
@@ -117,9 +118,11 @@ class AnswerInput(RagAnswerApi.Input):
 
 def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
+    thread = thread_for(user=user, question=data["query"], conversation_id=data.get("conversationId"))
     events = answer_question(
         user=user,
-        query=data["query"],
+        query=thread.standalone,
+        thread=thread,
         limit=data["limit"],
         collection_id=data.get("collectionId"),
         document_id=data.get("documentId"),
@@ -196,7 +199,8 @@ TOOLS: dict[str, Tool] = {
             "passage (context, widened with neighbouring text when the passage was cut mid-thought). confidence is "
             "high, medium, low or insufficient (then the answer says there is not enough information); "
             "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
-            "supporting version, and the reasons). The same as POST /api/rag.answer.",
+            "supporting version, and the reasons). conversationId and standaloneQuery tell the conversation the "
+            "answer belongs to and the question as searched. The same as POST /api/rag.answer.",
             input=AnswerInput,
             arguments={
                 "query": _QUERY,
@@ -204,6 +208,8 @@ TOOLS: dict[str, Tool] = {
                 "documentId": _DOCUMENT,
                 "limit": "How many passages the answer may use.",
                 "tags": _TAGS,
+                "conversationId": "Continue this conversation (the conversationId of an earlier answer): the question "
+                "may then refer to the earlier turns, as in 'and how do I roll it back?'. Absent: a new conversation.",
             },
             run=_answer,
         ),

@@ -52,13 +52,16 @@ class FakeEmbeddingProvider(EmbeddingProvider):
 _PASSAGE = re.compile(r"<<<passage \w+ n=(\d+)[^\n]*>>>\n(.*?)\n<<<end \w+>>>", re.S)
 _QUESTION = re.compile(r"Question: (.*)\Z", re.S)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_FOLLOW_UP = re.compile(r"Follow-up question: (.*)\Z", re.S)
+_EARLIER_QUESTION = re.compile(r"^Q: (.*)$", re.M)
 
 
 class FakeLLM:
     """Answers and reranks deterministically.
 
     By default it answers with the sentence of each of the first two passages that shares most words
-    with the question, citing it, streamed a few characters at a time. Tests script it with `responses`
+    with the question, citing it, streamed a few characters at a time; asked to rewrite a follow-up,
+    it answers with the follow-up and the last earlier question in parentheses. Tests script it with `responses`
     (the texts of the next calls, in order), `response` (the text of every call after those) and
     `failures` (errors raised by the next calls); every call's messages are recorded.
     RAG_FAKE_LLM_DELAY (seconds per piece) lets a server test watch tokens arrive one by one.
@@ -108,6 +111,10 @@ class FakeLLM:
 
     @staticmethod
     def _answer(prompt: str) -> str:
+        follow_up = _FOLLOW_UP.search(prompt)
+        if follow_up:
+            earlier = _EARLIER_QUESTION.findall(prompt)
+            return f"{follow_up.group(1)} ({earlier[-1]})" if earlier else follow_up.group(1)
         question = _QUESTION.search(prompt)
         wanted = set(_WORD.findall(question.group(1).lower())) if question else set()
         sentences = []

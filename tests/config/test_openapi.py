@@ -26,13 +26,15 @@ from documents.ingestion.jobs import IncomingFile, import_job_create, import_job
 from documents.models import Document, ImportJob
 from permissions.models import ApiToken, TokenScope
 from permissions.services import api_token_create, api_token_revoke
+from rag.answering.answer import answer_complete, answer_events
+from rag.answering.passages import retrieve
 from rag.indexing.pipeline import index_documents
-from rag.models import Mention, QueryLog
+from rag.models import Conversation, Mention, QueryLog
 from tests.conftest import Cast
 from tests.documents.ingestion.files import make_pdf
 from tests.factories import DocumentFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags", "conversations"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -87,7 +89,8 @@ def response_validator(endpoint: str, status: int) -> Draft202012Validator:
 @dataclass
 class World:
     """The cast, alice's published (and indexed) handbook document, one whose author is gone, alice's spare
-    and revoked tokens, an answer alice was given, and an import of alice's with the document it made."""
+    and revoked tokens, an answer alice was given, an import of alice's with the document it made, and a
+    conversation of alice's."""
 
     cast: Cast
     doc: Document
@@ -97,6 +100,7 @@ class World:
     answer: QueryLog
     job: ImportJob
     imported: Document
+    conversation: Conversation
 
 
 @pytest.fixture
@@ -117,6 +121,11 @@ def world(cast, settings, tmp_path) -> World:
         token=api_token_create(user=cast.alice, name="spare").token,
         revoked=api_token_revoke(token=api_token_create(user=cast.alice, expires_at=timezone.now() + timedelta(days=1)).token),
         answer=QueryLog.objects.create(user=cast.alice, team_id=cast.alice.team_id, query="What do owls hunt?"),
+        conversation=Conversation.objects.get(
+            pk=answer_complete(
+                answer_events(user=cast.alice, retrieval=retrieve(user=cast.alice, query="What do owls hunt at night?"))
+            )["conversationId"]
+        ),
     )
 
 
@@ -204,7 +213,17 @@ CASES = [
     Case("rag.search", lambda w: {"query": "owls hunt mice", "includeContext": False, "mode": "keyword"}, note="no-context"),
     Case("rag.answer", lambda w: {"query": "What do owls hunt at night?"}),
     Case("rag.answer", lambda w: {"query": "What do owls hunt at night?", "tags": ["owls"]}, note="tags"),
+    Case(
+        "rag.answer", lambda w: {"query": "And where do they sleep?", "conversationId": str(w.conversation.id)}, note="follow-up"
+    ),
     Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4, "comment": "Helpful"}),
+    Case("conversations.list", lambda w: {"limit": 5}),
+    Case("conversations.info", lambda w: {"id": str(w.conversation.id)}),
+    Case("conversations.delete", lambda w: {"id": str(w.conversation.id)}),
+    Case("conversations.info", lambda w: {"id": str(w.conversation.id)}, status=404, caller="bob", note="not-yours"),
+    Case("conversations.delete", lambda w: {"id": str(w.conversation.id)}, status=404, caller="charlie"),
+    Case("conversations.info", lambda w: {"id": "not-a-uuid"}, status=400, note="id"),
+    Case("rag.answer", lambda w: {"query": "owls", "conversationId": str(w.conversation.id)}, status=404, caller="bob"),
     Case("rag.status"),
     Case("rag.embed", lambda w: {"documentId": str(w.doc.id)}),
     Case("graph.entities", lambda w: {"query": ""}),

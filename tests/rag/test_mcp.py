@@ -361,7 +361,10 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
         (
             "answer",
             {"query": "owls", "stream": True},
-            ("invalid_query", "stream: no such argument; answer takes query, collectionId, documentId, limit, tags."),
+            (
+                "invalid_query",
+                "stream: no such argument; answer takes query, collectionId, documentId, limit, tags, conversationId.",
+            ),
         ),
         ("read_document", {"id": 7}, ("validation_error", "id: must be a string.")),
         (

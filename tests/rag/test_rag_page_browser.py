@@ -151,3 +151,106 @@ def ask_and_follow(page, server, tracker, csp_violations, requests, dialogs):
     expect(page.locator(".doc-text")).to_contain_text("<script>window.__pwned = 1</script>")
     assert page.locator("main script, main img").count() == 0
     assert page.evaluate("() => window.__pwned") is None
+
+
+def sign_in_as_bob(page, server) -> None:
+    page.goto(f"{server.url}/rag")
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/rag")
+
+
+def ask_on_the_page(page, question: str) -> None:
+    from playwright.sync_api import expect
+
+    page.fill("#query", question)
+    page.keyboard.press("Enter")
+    expect(page.locator("#question")).to_have_text(question)
+    expect(page.locator("#feedback")).to_be_visible()  # shown once the `done` event arrived
+
+
+def test_a_conversation_on_the_rag_page_keeps_its_thread_and_reopens_from_the_list(cast, library, server):
+    from playwright.sync_api import sync_playwright
+
+    from rag.models import Conversation
+
+    Conversation.objects.create(user=cast.alice, team=cast.alice.team, title="Alice's question about laptops")
+    csp_violations, errors = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on(
+            "console", lambda message: csp_violations.append(message.text) if "Content Security Policy" in message.text else None
+        )
+        # The browser's own favicon request is the one 404 a page may cause; the page's scripts may cause none.
+        page.on(
+            "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 and "favicon" not in r.url else None
+        )
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        try:
+            converse(page, server)
+        except Exception:
+            page.screenshot(path=str(server.log_path.with_name("failure.png")), full_page=True)
+            print(f"page {page.url}:\n{page.content()}\nserver log:\n{server.log_path.read_text()[-4000:]}")
+            raise
+        finally:
+            browser.close()
+
+    assert not csp_violations, csp_violations
+    assert not errors, errors
+    vacation = Conversation.objects.get(user=cast.bob, title="How many vacation days do I get?")
+    assert list(vacation.turns.order_by("created_at").values_list("query", flat=True)) == [
+        "How many vacation days do I get?",
+        "How do I request them?",
+        "And are public holidays extra?",
+    ]
+    assert Conversation.objects.filter(user=cast.bob).count() == 2
+
+
+def converse(page, server):
+    from playwright.sync_api import expect
+
+    sign_in_as_bob(page, server)
+    expect(page.locator("#no-conversations")).to_be_visible()  # alice's conversation is not bob's
+    ask_on_the_page(page, "How many vacation days do I get?")
+    expect(page.locator("#answer")).to_contain_text("25 days of paid vacation")
+    expect(page.locator("#conversations button")).to_have_count(1)
+    assert "?c=" in page.url
+
+    # A follow-up: the first turn moves up into the thread, the follow-up is searched standing alone.
+    ask_on_the_page(page, "How do I request them?")
+    expect(page.locator("#thread .turn")).to_have_count(1)
+    expect(page.locator("#thread .turn .question")).to_have_text("How many vacation days do I get?")
+    expect(page.locator("#thread .turn .answer")).to_contain_text("25 days of paid vacation")
+    expect(page.locator("#thread .turn a.cite").first).to_be_visible()
+    expect(page.locator("#searched")).to_have_text("Searched as: How do I request them? (How many vacation days do I get?)")
+    expect(page.locator("#answer a.cite").first).to_be_visible()
+    expect(page.locator("#conversations button .when")).to_contain_text("2 questions")
+
+    # Reloading reopens the conversation from the address: both turns in the thread.
+    page.reload()
+    expect(page.locator("#thread .turn")).to_have_count(2)
+    expect(page.locator("#thread .turn .question").nth(1)).to_have_text("How do I request them?")
+    expect(page.locator("#result")).to_be_hidden()
+    expect(page.locator("#conversations button[aria-current=true]")).to_have_count(1)
+
+    # A new conversation clears the thread; its question starts a second conversation.
+    page.click("#new-conversation")
+    expect(page.locator("#thread .turn")).to_have_count(0)
+    expect(page.locator("#empty")).to_be_visible()
+    assert "?c=" not in page.url
+    ask_on_the_page(page, "When are the core hours for remote work?")
+    expect(page.locator("#thread .turn")).to_have_count(0)
+    expect(page.locator("#searched")).to_be_hidden()
+    expect(page.locator("#conversations button")).to_have_count(2)
+    expect(page.locator("#conversations button").first).to_contain_text("When are the core hours for remote work?")
+    expect(page.locator("#conversations button[aria-current=true]")).to_contain_text("core hours")
+
+    # Reopened from the list, the first conversation shows its thread and takes another follow-up.
+    page.locator("#conversations button", has_text="How many vacation days do I get?").click()
+    expect(page.locator("#thread .turn")).to_have_count(2)
+    expect(page.locator("#result")).to_be_hidden()
+    ask_on_the_page(page, "And are public holidays extra?")
+    expect(page.locator("#thread .turn")).to_have_count(2)
+    expect(page.locator("#conversations button").first).to_contain_text("3 questions")

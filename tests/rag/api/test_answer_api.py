@@ -44,7 +44,18 @@ def test_citations_map_to_the_passages_the_server_supplied(cast, api_for, corpus
     response = api_for(cast.bob).post("rag.answer", {"query": "Owls hunt mice; volcanoes erupt lava", "limit": 2})
     assert response.status_code == 200, response.content
     data = response.json()["data"]
-    assert set(data) == {"id", "answer", "citations", "confidence", "confidenceFactors", "mode", "cached", "latency"}
+    assert set(data) == {
+        "id",
+        "conversationId",
+        "standaloneQuery",
+        "answer",
+        "citations",
+        "confidence",
+        "confidenceFactors",
+        "mode",
+        "cached",
+        "latency",
+    }
     assert data["cached"] is False
     assert data["mode"] == "generated" and data["answer"] == fake_llm.response
     prompt = fake_llm.calls[0][1]["content"]
