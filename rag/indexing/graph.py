@@ -56,6 +56,24 @@ _PROPER_NAME = re.compile(
 )
 
 
+# Capitalised only because a sentence or a title-cased heading starts with them: not part of a name
+# ("In Arabidopsis", "However Smith", "Is Required For"). "The" stays: "The Hague", "The Organization".
+_NOT_A_NAME_START = frozenset(
+    """a an and are as at be by for from has have he her his in is it its of on or she that their they this to was were
+    which who with we our however here these those there although after before during since when while both all each
+    such many most some no not but if because thus therefore using among between within without upon under over via
+    despite unlike like following given recent further moreover furthermore additionally finally overall then also""".split()
+)
+
+
+def proper_name(text: str) -> str | None:
+    """A proper-name match without the sentence's opening words; None when fewer than two words are left."""
+    words = text.split()
+    while words and words[0].casefold() in _NOT_A_NAME_START:
+        words.pop(0)
+    return " ".join(words) if len(words) >= 2 else None
+
+
 @dataclass
 class ChunkFacts:
     """What the rules read from one chunk: entity key -> (name, kind, count), links by key, and the keys
@@ -182,8 +200,9 @@ def read_chunk(
             facts.add(name, EntityKind.DOCUMENT if entity_key(name) in matcher.titles else EntityKind.NAME)
             facts.links.add(entity_key(name))
     for match in _PROPER_NAME.finditer(text):
-        if entity_key(match.group(0)) != own_key:
-            facts.add(match.group(0), EntityKind.NAME)
+        name = proper_name(match.group(0))
+        if name and entity_key(name) != own_key:
+            facts.add(name, EntityKind.NAME)
     for match in _CODE.finditer(text):
         facts.add(match.group(1), EntityKind.CODE)
     for heading in heading_path:

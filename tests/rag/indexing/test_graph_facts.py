@@ -256,3 +256,10 @@ def test_a_name_that_is_also_a_title_weighs_more_only_for_those_who_may_know_the
     )
     assert edges == [(1.0, False), (1.0, True)], "the name's own edge, and the title's, flagged"
     assert Mention.objects.get(document_id=memo.pk, entity__key="grace hopper").title_only is False
+
+
+def test_a_sentences_opening_words_are_not_part_of_a_proper_name():
+    text = "In Arabidopsis the gene is silent. However Grace Hopper disagreed. Is Required For Growth. The Hague ruled."
+    facts = read_chunk(text, [], own_key="x", matcher=matcher(), linked_titles={})
+    names = {key for key, (_, kind, _) in facts.mentions.items() if kind == EntityKind.NAME}
+    assert names == {"grace hopper", "required for growth", "the hague"}
