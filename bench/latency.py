@@ -14,7 +14,12 @@ no mode profits from another's query-embedding cache.
 Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
 The server is gunicorn with the production settings shape (DEBUG off), on 127.0.0.1.
 
+Also reported: the time to build the corpus (when it is built by the run), disk per table and for the
+HNSW index, PostgreSQL's memory settings and the proportional set size of its processes after the run.
+
 Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
+            .venv/bin/python bench/latency.py --chunks 300000             (10% visible, as every size)
+            .venv/bin/python bench/latency.py --chunks 100000 --storage-only
 """
 
 from __future__ import annotations
@@ -201,6 +206,64 @@ def build(chunks: int) -> dict:
     }
 
 
+def storage() -> dict:
+    """What the corpus takes on disk (heap and indexes per table, the HNSW index alone, the database) and
+    in memory (PostgreSQL's settings, and the proportional set size of its processes now)."""
+    from django.db import connection
+
+    tables = [
+        "document_embeddings",
+        "keyword_postings",
+        "graph_entities",
+        "graph_mentions",
+        "graph_relations",
+        "documents_document",
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_relation_size(c.oid), pg_indexes_size(c.oid), pg_total_relation_size(c.oid) "
+            "FROM pg_class c WHERE c.relname = ANY(%s) AND c.relkind = 'r'",
+            [tables],
+        )
+        sizes = {name: {"heap": heap, "indexes": indexes, "total": total} for name, heap, indexes, total in cursor.fetchall()}
+        cursor.execute(
+            "SELECT i.indexrelid::regclass::text, pg_relation_size(i.indexrelid) FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'hnsw'"
+        )
+        hnsw = dict(cursor.fetchall())
+        cursor.execute("SELECT pg_database_size(current_database())")
+        (database,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT name, setting, unit FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'maintenance_work_mem')"
+        )
+        settings = {name: f"{value}{unit or ''}" for name, value, unit in cursor.fetchall()}
+    pss = 0
+    for status in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if status.read_text().strip() != "postgres":
+                continue
+            rollup = (status.parent / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        pss += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0) * 1024
+    return {"tables": sizes, "hnsw": hnsw, "database": database, "settings": settings, "postgres_pss": pss}
+
+
+def print_storage(report: dict) -> None:
+    mib = 1024 * 1024
+    print(
+        f"  database {report['database'] / mib:.0f} MiB on disk; PostgreSQL {report['settings']}, "
+        f"its processes' PSS now {report['postgres_pss'] / mib:.0f} MiB"
+    )
+    for name, size in sorted(report["tables"].items(), key=lambda item: -item[1]["total"]):
+        print(
+            f"    {name:22s} heap {size['heap'] / mib:8.1f} MiB  indexes {size['indexes'] / mib:8.1f} MiB  "
+            f"total {size['total'] / mib:8.1f} MiB"
+        )
+    for name, size in report["hnsw"].items():
+        print(f"    HNSW {name}: {size / mib:.1f} MiB")
+
+
 def build_graph_facts(team) -> None:
     """The knowledge graph's facts for every chunk, read by the rules extractor as indexing would."""
     from django.db import connection, transaction
@@ -378,6 +441,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=150, help="queries per mode over HTTP (five modes)")
     parser.add_argument("--recall-queries", type=int, default=200)
+    parser.add_argument("--storage-only", action="store_true", help="build or reuse the corpus, report disk and memory only")
     args = parser.parse_args()
     if len(args.chunks) > 1:
         # One database per process: Django connects once. Run each size in a child process.
@@ -392,6 +456,7 @@ def main() -> None:
                     str(args.queries),
                     "--recall-queries",
                     str(args.recall_queries),
+                    *(["--storage-only"] if args.storage_only else []),
                 ],
                 check=True,
             )
@@ -400,7 +465,12 @@ def main() -> None:
     setup_django(database_name(chunks))
     quiet_http_logs()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    started = time.perf_counter()
     corpus = build(chunks)
+    print(f"corpus ready in {time.perf_counter() - started:.0f}s (built now, or reused)")
+    if args.storage_only:
+        print_storage(storage())
+        return
     from permissions.models import User
 
     user = User.objects.get(username=corpus["user"])
@@ -432,6 +502,7 @@ def main() -> None:
         f"HNSW {recall['hnsw_p50_ms']:.1f} ms"
     )
     print(f"  in-process hybrid latency split, median ms: {split}")
+    print_storage(storage())
 
 
 if __name__ == "__main__":

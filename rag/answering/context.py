@@ -35,6 +35,7 @@ from documents.models import Document
 from permissions.models import User
 from rag.models import Chunk
 from rag.providers.minilm import get_local_tokenizer
+from rag.retrieval.serving import serving_model
 
 
 class Passage(Protocol):
@@ -209,7 +210,8 @@ def _reaches(user: User, passages: Sequence[Passage], neighbours: int) -> list[_
             chunk_index__range=(p.chunk_index - neighbours, p.chunk_index + neighbours),
         )
     rows = (
-        Chunk.objects.filter(near, model_id=settings.RAG_EMBEDDING_MODEL, document__in=Document.objects.visible_to(user))
+        # The chunks of the model the team is searched with: during a model switch, the configured one may have none yet.
+        Chunk.objects.filter(near, model_id=serving_model(user.team_id).model_id, document__in=Document.objects.visible_to(user))
         .values_list("document_id", "chunk_index", "start_offset", "end_offset", "metadata__heading_path")
         .order_by()
     )

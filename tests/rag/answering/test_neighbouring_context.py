@@ -258,3 +258,14 @@ def test_the_budget_is_shared_by_the_answer_and_spent_on_the_best_passage_first(
     widen_passages(user=cast.bob, passages=passages)
     assert passages[0].end > passages[0].chunk_end, "the best passage got the budget"
     assert (passages[1].start, passages[1].end) == (passages[1].chunk_start, passages[1].chunk_end), "nothing was left"
+
+
+def test_while_a_new_model_is_built_a_passage_is_widened_from_the_chunks_of_the_model_searched(
+    cast, cut_document, fake_llm, settings
+):
+    """The team is still searched with the model it was indexed with; the configured one has no chunks yet."""
+    settings.RAG_EMBEDDING_MODEL = "a-model-still-being-built"
+    chunk = cut_chunk(cut_document)
+    passage = passage_from(1, chunk)
+    widen_passages(user=cast.bob, passages=[passage])
+    assert passage.text.endswith("when the snow lies deep.") and passage.end > chunk.end_offset
