@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
-from rag.retrieval.graph_policy import mention_counts, relation_counts
+from rag.retrieval.graph_policy import mention_counts, relation_counts, titled_document_visible
 from rag.retrieval.hits import Hit
 from rag.retrieval.names import is_meaningful_key, normalised_text
 from rag.retrieval.visibility import SearchScope
@@ -62,18 +62,27 @@ def _seed_entities(
     from_rankings: set[uuid.UUID] = set()
     names_documents = False
     keys = question_keys(query)
+    named: dict[uuid.UUID, str] = {}
     with connection.cursor() as cursor:
         if keys:
+            # The team's entities by name first (an index lookup): the planner, guessing dozens, would
+            # otherwise scan every mention to join them.
+            cursor.execute("SELECT id, key FROM graph_entities WHERE team_id = %s AND key = ANY(%s)", [scope.user.team_id, keys])
+            named = dict(cursor.fetchall())
+        if named:
             visible, visible_params = scope.named  # joined inline, as in `_spread`
             cursor.execute(
-                f"""SELECT e.id, e.key, bool_or(m.subject) FROM graph_entities e
+                f"""WITH e AS (
+                        SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
+                        FROM unnest(%(ids)s::uuid[]) AS e(id))
+                    SELECT e.id, bool_or(m.subject) FROM e
                     JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE e.team_id = %(team)s AND e.key = ANY(%(keys)s) AND {mention_counts("m", f"({visible})")}
-                    GROUP BY e.id, e.key""",
-                {**visible_params, "model": model_id, "team": scope.user.team_id, "keys": keys},
+                    WHERE {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
+                    GROUP BY e.id""",
+                {**visible_params, "model": model_id, "ids": list(named)},
             )
-            rows = cursor.fetchall()
+            rows = [(pk, named[pk], is_title) for pk, is_title in cursor.fetchall()]
             titles = {pk for pk, _, is_title in rows if is_title}
             for pk in _longest_only({pk: key for pk, key, _ in rows}):
                 seeds[pk] = SEED_FROM_QUESTION
@@ -112,29 +121,36 @@ def _spread(
         with connection.cursor() as cursor:
             # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
             cursor.execute(
-                f"""WITH s AS (SELECT * FROM unnest(%(ids)s::uuid[], %(weights)s::float8[]) AS s(id, score)),
+                f"""WITH s AS (
+                        SELECT s.id, s.score, {titled_document_visible("s.id", "%(model)s", f"({visible})")} AS title_ok
+                        FROM unnest(%(ids)s::uuid[], %(weights)s::float8[]) AS s(id, score)),
                     reached AS (
                     SELECT n.id, sum(s.score * n.share) AS score
                     FROM s, LATERAL (
                         SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
                             SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.source_id = s.id AND r.model_id = %(model)s AND {relation_counts("r", f"({visible})")}
+                            WHERE r.source_id = s.id AND r.model_id = %(model)s
+                              AND {relation_counts("r", f"({visible})", source_visible="s.title_ok")}
                             GROUP BY r.target_id
                             UNION ALL
                             SELECT r.source_id, sum(r.weight) * 0.5 FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.target_id = s.id AND r.model_id = %(model)s AND {relation_counts("r", f"({visible})")}
+                            WHERE r.target_id = s.id AND r.model_id = %(model)s
+                              AND {relation_counts("r", f"({visible})", target_visible="s.title_ok")}
                             GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
                     GROUP BY n.id)
                     -- A reached entity counts by its specificity among the visible passages (an IDF): a hub adds little.
                     SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s)
-                    FROM reached r, LATERAL (
+                    FROM reached r,
+                    LATERAL (SELECT {titled_document_visible("r.id", "%(model)s", f"({visible})")} AS ok) t,
+                    LATERAL (
                         SELECT count(*) AS n FROM (
                             SELECT 1 FROM graph_mentions m
                             JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                            WHERE m.entity_id = r.id AND m.model_id = %(model)s AND {mention_counts("m", f"({visible})")}
+                            WHERE m.entity_id = r.id AND m.model_id = %(model)s
+                              AND {mention_counts("m", f"({visible})", title_visible="t.ok")}
                             LIMIT %(cap)s) z) d""",
                 {
                     **visible_params,
@@ -195,14 +211,17 @@ def graph_ranking(
     visible, visible_params = scope.named  # joined inline, as in `_spread`
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH s AS (SELECT * FROM unnest(%(ids)s::uuid[], %(scores)s::float8[]) AS s(id, score))
+            f"""WITH s AS (
+                    SELECT s.id, s.score, {titled_document_visible("s.id", "%(model)s", f"({visible})")} AS title_ok
+                    FROM unnest(%(ids)s::uuid[], %(scores)s::float8[]) AS s(id, score))
                 SELECT c.chunk_id, c.document_id,
                        coalesce(sum(s.score) FILTER (WHERE c.subject), 0)
                        + %(mention)s * coalesce(max(least(s.score, 1.0)) FILTER (WHERE NOT c.subject), 0) AS score
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE m.entity_id = s.id AND m.model_id = %(model)s AND {mention_counts("m", f"({visible})")}
+                    WHERE m.entity_id = s.id AND m.model_id = %(model)s
+                      AND {mention_counts("m", f"({visible})", title_visible="s.title_ok")}
                       AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%(seeds)s))))
                     ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %(per_entity)s) c
                 GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",

@@ -17,20 +17,31 @@ def titled_document_visible(entity: str, model: str, visible: str) -> str:
     `visible` is a FROM item of the viewer's visible documents (id, version): a CTE's name or a
     parenthesised query; `model` the model id column or placeholder the facts were read with.
     """
+    # A scalar subquery with LIMIT 1, not EXISTS: the planner may turn an EXISTS into a hashed set of every
+    # visible title (all the visible documents' subject mentions, per query), where this stays a few
+    # index lookups for each entity it is asked about.
     return (
-        f"EXISTS (SELECT 1 FROM graph_mentions title_m JOIN {visible} title_v"
+        f"coalesce((SELECT TRUE FROM graph_mentions title_m JOIN {visible} title_v"
         f" ON title_v.id = title_m.document_id AND title_v.version = title_m.document_version"
-        f" WHERE title_m.entity_id = {entity} AND title_m.subject AND title_m.model_id = {model})"
+        f" WHERE title_m.entity_id = {entity} AND title_m.subject AND title_m.model_id = {model} LIMIT 1), FALSE)"
     )
 
 
-def mention_counts(mention: str, visible: str) -> str:
-    """SQL true when the mention `mention` (an alias of graph_mentions, already joined with `visible`) counts."""
-    return f"(NOT {mention}.title_only OR {titled_document_visible(f'{mention}.entity_id', f'{mention}.model_id', visible)})"
+def mention_counts(mention: str, visible: str, *, title_visible: str | None = None) -> str:
+    """SQL true when the mention `mention` (an alias of graph_mentions, already joined with `visible`) counts.
+
+    `title_visible`: an SQL boolean already computed for the mention's entity (`titled_document_visible`
+    once per entity, not once per row: a hub title has thousands of mentions).
+    """
+    check = title_visible or titled_document_visible(f"{mention}.entity_id", f"{mention}.model_id", visible)
+    return f"(NOT {mention}.title_only OR {check})"
 
 
-def relation_counts(relation: str, visible: str) -> str:
-    """SQL true when the relation `relation` (an alias of graph_relations, already joined with `visible`) counts."""
-    source = titled_document_visible(f"{relation}.source_id", f"{relation}.model_id", visible)
-    target = titled_document_visible(f"{relation}.target_id", f"{relation}.model_id", visible)
+def relation_counts(relation: str, visible: str, *, source_visible: str | None = None, target_visible: str | None = None) -> str:
+    """SQL true when the relation `relation` (an alias of graph_relations, already joined with `visible`) counts.
+
+    `source_visible` / `target_visible`: SQL booleans already computed for that end's entity, as in `mention_counts`.
+    """
+    source = source_visible or titled_document_visible(f"{relation}.source_id", f"{relation}.model_id", visible)
+    target = target_visible or titled_document_visible(f"{relation}.target_id", f"{relation}.model_id", visible)
     return f"((NOT {relation}.source_title_only OR {source}) AND (NOT {relation}.target_title_only OR {target}))"
