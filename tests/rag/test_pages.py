@@ -60,3 +60,15 @@ def test_the_vendored_cytoscape_and_its_licence_are_served_from_the_static_files
     assert licence.status_code == 200
     text = b"".join(licence.streaming_content).decode()
     assert "The Cytoscape Consortium" in text and "Permission is hereby granted, free of charge" in text
+
+
+def test_every_page_names_its_icon_and_the_icon_is_served(client, signed_in, cast):
+    """Browsers ask for /favicon.ico unless a page names its icon: no page should cause a 404."""
+    login = client.get("/login")
+    bob = signed_in(cast.bob)
+    for response in (login, bob.get("/rag"), bob.get("/graph")):
+        href = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', response.content.decode())
+        assert href, response.content.decode()[:400]
+        icon = client.get(href.group(1))
+        assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
+        assert b"<svg" in b"".join(icon.streaming_content)
