@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.latency import database_name, free_port, load_queries, start_server, stop_server  # noqa: E402
+from latency import database_name, free_port, load_queries, start_server, stop_server  # noqa: E402
 
 
 def search(port: int, token: str, query: str) -> float:
