@@ -13,12 +13,18 @@ from rag.retrieval.hits import Explanation, Hit, Place
 
 
 def explain_hits(
-    hits: Sequence[Hit], rankings: Mapping[str, Sequence[Hit]], *, weights: Mapping[str, float] | None = None
+    hits: Sequence[Hit],
+    rankings: Mapping[str, Sequence[Hit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    relevances: Mapping[str, Mapping[int, float]] | None = None,
 ) -> None:
     """Attach to each of `hits` its place in each of `rankings` (best first, by name) that holds it.
 
     With `weights` (hybrid), the hit's score is the fused one and each ranking's contribution to it is
-    weight x relevance / sum of weights, as rag.retrieval.fusion.relevance_fusion computes it.
+    weight x relevance / sum of weights, as rag.retrieval.fusion.relevance_fusion computes it; the
+    relevances are `relevances` (by ranking, then chunk: those a ranking gave chunks beyond its top too)
+    where given, else those of the places.
     """
     wanted = {hit.chunk_id for hit in hits}
     places = {
@@ -34,8 +40,10 @@ def explain_hits(
         found = {name: by_chunk[hit.chunk_id] for name, by_chunk in places.items() if hit.chunk_id in by_chunk}
         contributions = None
         if weights and total > 0:
+            relevance = {name: place.relevance for name, place in found.items()}
+            for name, by_chunk in (relevances or {}).items():
+                relevance[name] = by_chunk.get(hit.chunk_id, relevance.get(name, 0.0))
             contributions = {
-                name: weight * min(1.0, max(0.0, found[name].relevance)) / total if name in found else 0.0
-                for name, weight in weights.items()
+                name: weight * min(1.0, max(0.0, relevance.get(name, 0.0))) / total for name, weight in weights.items()
             }
         hit.explanation = Explanation(places=found, fused=hit.score if weights else None, contributions=contributions)

@@ -11,6 +11,7 @@ and of chunks.
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import NamedTuple
 
@@ -53,11 +54,21 @@ def _longest_only(found: dict[uuid.UUID, str]) -> dict[uuid.UUID, str]:
     return {pk: key for pk, key in found.items() if not any(key != other and f" {key} " in f" {other} " for other in keys)}
 
 
+def specificity(mentions: float, chunks: float) -> float:
+    """An entity's weight by how few of the viewer's `chunks` mention it, in (0, 1]: an IDF, so a hub adds little."""
+    chunks = max(chunks, 2.0)
+    return math.log(1 + chunks / max(mentions, 1.0)) / math.log(1 + chunks)
+
+
 def _seed_entities(
-    scope: SearchScope, query: str, model_id: str, seed_chunk_ids: list[int]
+    scope: SearchScope, query: str, model_id: str, seed_chunk_ids: list[int], scope_chunks: int = 0
 ) -> tuple[dict[uuid.UUID, float], set[uuid.UUID], bool]:
-    """Entities the question names (visible ones), those the seed chunks are about (they only spread),
-    and whether the question names a visible document by its title."""
+    """Entities the question names (visible ones, by their specificity), those the seed chunks are about
+    (they only spread), and whether the question names a visible document by its title.
+
+    A name the question shares with every other passage ("breast cancer" in a medical corpus) is
+    what keyword search already weighs; a specific one is what the graph adds.
+    """
     seeds: dict[uuid.UUID, float] = {}
     from_rankings: set[uuid.UUID] = set()
     names_documents = False
@@ -75,17 +86,18 @@ def _seed_entities(
                 f"""WITH e AS (
                         SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
                         FROM unnest(%(ids)s::uuid[]) AS e(id))
-                    SELECT e.id, bool_or(m.subject) FROM e
+                    SELECT e.id, bool_or(m.subject), count(*) FROM e
                     JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
                     WHERE {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
                     GROUP BY e.id""",
                 {**visible_params, "model": model_id, "ids": list(named)},
             )
-            rows = [(pk, named[pk], is_title) for pk, is_title in cursor.fetchall()]
-            titles = {pk for pk, _, is_title in rows if is_title}
-            for pk in _longest_only({pk: key for pk, key, _ in rows}):
-                seeds[pk] = SEED_FROM_QUESTION
+            rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
+            titles = {pk for pk, _, is_title, _ in rows if is_title}
+            mentions = {pk: min(count, HUB_COUNT_CAP) for pk, _, _, count in rows}
+            for pk in _longest_only({pk: key for pk, key, _, _ in rows}):
+                seeds[pk] = SEED_FROM_QUESTION * specificity(mentions[pk], scope_chunks)
                 names_documents = names_documents or pk in titles
         if seed_chunk_ids:
             # These chunks came from rankings that already filtered by the scope.
@@ -141,7 +153,7 @@ def _spread(
                             GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
                     GROUP BY n.id)
-                    -- A reached entity counts by its specificity among the visible passages (an IDF): a hub adds little.
+                    -- A reached entity counts by its specificity among the visible passages (see `specificity`).
                     SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s)
                     FROM reached r,
                     LATERAL (SELECT {titled_document_visible("r.id", "%(model)s", f"({visible})")} AS ok) t,
@@ -195,7 +207,7 @@ def graph_ranking(
     The seed chunks' documents are not ranked again for what they merely name: the rankings that
     chose them rank them already, and the graph's part is what they lead to.
     """
-    seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [])
+    seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [], scope_chunks)
     if not seeds:
         return GraphRanking([], False)
     # Two spreads: what the question names reaches anything (a document the other rankings also

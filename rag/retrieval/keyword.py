@@ -6,6 +6,8 @@ only, so a score reveals nothing about documents the viewer cannot read.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import connection
 
 from rag.retrieval.hits import Hit
@@ -33,16 +35,25 @@ df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme),
 idf AS (SELECT lexeme, ln(1 + (greatest(%(n)s::float8, df) - df + 0.5) / (df + 0.5)) AS idf FROM df)
 SELECT p.chunk_id, sum(i.idf * p.tf * (%(k1)s::float8 + 1)
                        / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score,
-       (SELECT sum(idf) FROM idf) AS ceiling
+       (SELECT sum(idf) FROM idf) AS ceiling, (SELECT json_object_agg(lexeme, idf) FROM idf) AS idfs
 FROM p JOIN idf i USING (lexeme)
 GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 """
 
 
-def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int, stats: IndexStats) -> list[Hit]:
+class KeywordRanking(NamedTuple):
+    """The best chunks by BM25, and what scores any other chunk of the scope the same way."""
+
+    hits: list[Hit]
+    idf: dict[str, float]  # per query lexeme a visible chunk holds, from the visible chunks' frequencies
+    avgdl: float
+
+
+def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int, stats: IndexStats) -> KeywordRanking:
     """The `limit` best chunks by BM25, scored with the scope's statistics `stats`."""
     visible, visible_params = scope.named
     n = float(max(stats.chunks, 1))
+    avgdl = max(stats.keyword_length / n, 1.0)
     params = {
         **visible_params,
         "cfg": TEXT_SEARCH_CONFIG,
@@ -52,7 +63,7 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
         "b": B,
         "limit": limit,
         "n": n,
-        "avgdl": max(stats.keyword_length / n, 1.0),
+        "avgdl": avgdl,
     }
     with connection.cursor() as cursor:
         cursor.execute(_SQL.format(visible=visible), params)
@@ -60,4 +71,31 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
     # `relevance`: the score against what a chunk holding every query word once, at average length,
     # would get. Unlike the best score of this query, it does not make a weak match look strong
     # just because nothing better matched (a chunk sharing only two common words stays low).
-    return [Hit(chunk_id=r[0], score=float(r[1]), relevance=min(1.0, float(r[1]) / float(r[2])) if r[2] else 0.0) for r in rows]
+    hits = [Hit(chunk_id=r[0], score=float(r[1]), relevance=min(1.0, float(r[1]) / float(r[2])) if r[2] else 0.0) for r in rows]
+    # No row: no visible chunk holds a query word, and every chunk's BM25 is 0.
+    idf = {lexeme: float(value) for lexeme, value in (rows[0][3] if rows else {}).items()}
+    return KeywordRanking(hits, idf, avgdl)
+
+
+def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_id: str) -> dict[int, float]:
+    """The BM25 relevance of chunks the ranking did not return (found by another ranking), on its scale.
+
+    Hybrid fusion averages each candidate's relevances; counting 0 for a chunk that merely fell below
+    this ranking's cut would sink a chunk the other rankings found. The caller passes only chunks of
+    visible documents (other rankings' hits), and the frequencies are the visible chunks' (`ranking.idf`).
+    """
+    ceiling = sum(ranking.idf.values())
+    if not chunk_ids or ceiling <= 0:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT chunk_id, lexeme, tf, length FROM keyword_postings
+               WHERE chunk_id = ANY(%s) AND lexeme = ANY(%s) AND model_id = %s""",
+            [chunk_ids, list(ranking.idf), model_id],
+        )
+        rows = cursor.fetchall()
+    scores: dict[int, float] = {}
+    for chunk_id, lexeme, tf, length in rows:
+        norm = K1 * (1 - B + B * length / ranking.avgdl)
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + ranking.idf[lexeme] * tf * (K1 + 1) / (tf + norm)
+    return {chunk_id: min(1.0, score / ceiling) for chunk_id, score in scores.items()}

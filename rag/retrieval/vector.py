@@ -106,6 +106,24 @@ def vector_ranking(
     ]
 
 
+def vector_relevances(*, vector: list[float], chunk_ids: list[int], model_id: str, threshold: float) -> dict[int, float]:
+    """The cosine of chunks the vector ranking did not return (found by another ranking), at least `threshold`.
+
+    Hybrid fusion averages each candidate's relevances: a chunk that only fell below this ranking's
+    cut keeps its real similarity instead of 0. The caller passes only chunks of visible documents
+    (other rankings' hits); each is read by primary key.
+    """
+    if not chunk_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND model_id = %s",
+            [vector_literal(vector), chunk_ids, model_id],
+        )
+        rows = cursor.fetchall()
+    return {chunk_id: max(0.0, float(score)) for chunk_id, score in rows if score >= threshold}
+
+
 # Both rank the same columns; the caller applies the threshold, so a short list means a short walk.
 _COLUMNS = "e.id, e.document_id, e.chunk_index, e.start_offset, e.end_offset, e.document_version"
 

@@ -9,7 +9,7 @@ from django.db import connection
 
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
-from rag.retrieval.keyword import K1, TEXT_SEARCH_CONFIG, B, keyword_ranking
+from rag.retrieval.keyword import K1, TEXT_SEARCH_CONFIG, B, keyword_ranking, keyword_relevances
 from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.visibility import search_scope
 from tests.factories import DocumentFactory
@@ -71,8 +71,12 @@ def test_bm25_scores_match_a_reference_over_only_the_viewers_chunks(cast, viewer
     query = "owls hunting mice in barns"
     expected = reference_bm25(user, query)
     scope = search_scope(user=user)
-    got = keyword_ranking(scope=scope, query=query, model_id=MODEL, limit=50, stats=scope_index_stats(scope, model_id=MODEL))
+    ranking = keyword_ranking(scope=scope, query=query, model_id=MODEL, limit=50, stats=scope_index_stats(scope, model_id=MODEL))
+    got = ranking.hits
     assert {h.chunk_id for h in got} == set(expected)
     for hit in got:
         assert hit.score == pytest.approx(expected[hit.chunk_id], rel=1e-9)
     assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+    # What hybrid search gives a chunk another ranking found is the same relevance, with this viewer's statistics.
+    again = keyword_relevances(ranking, chunk_ids=[h.chunk_id for h in got], model_id=MODEL)
+    assert again == pytest.approx({h.chunk_id: h.relevance for h in got}, rel=1e-9)
