@@ -214,3 +214,27 @@ def test_rag_query_prints_the_explanation(cast, films, capsys):
     call_command("rag_query", "bob", QUESTION, "--explain", "--mode", "keyword")
     out = capsys.readouterr().out
     assert "keyword #1 " in out and "vector" not in out.split("\n", 1)[1] and "fused" not in out
+
+
+def test_hybrid_weighs_the_real_relevance_of_a_chunk_a_rankings_top_list_cut(cast, api_for, films, monkeypatch):
+    """Fusion counts each candidate's evidence in every ranking, not 0 where one ranking's list stopped short of it."""
+    from rag.retrieval import search as search_module
+
+    bob = api_for(cast.bob)
+    cosine = {hit["id"]: hit["vectorScore"] for hit in explained(bob, "vector", limit=10)}
+    bm25 = {hit["id"]: hit["keywordRelevance"] for hit in explained(bob, "keyword", limit=10)}
+    real_vector, real_keyword = search_module.vector_ranking, search_module.keyword_ranking
+    # Each ranking's list cut to its best chunk: every other candidate is one that list did not hold.
+    monkeypatch.setattr(search_module, "vector_ranking", lambda **kw: real_vector(**kw)[:1])
+    monkeypatch.setattr(search_module, "keyword_ranking", lambda **kw: real_keyword(**kw)._replace(hits=real_keyword(**kw).hits[:1]))
+    hits = explained(bob, "hybrid", limit=10)
+    cut = [hit for hit in hits if hit["vectorRank"] is None]
+    assert cut and all(hit["contributions"]["vector"] > 0 for hit in cut)
+    vector_share = [hit["contributions"]["vector"] / cosine[hit["id"]] for hit in hits]
+    keyword_share = [hit["contributions"]["keyword"] / bm25[hit["id"]] for hit in hits if bm25.get(hit["id"])]
+    # One weight / total for every hit, found in that ranking's list or not: the real relevance counted
+    # (the API rounds scores to six digits).
+    for shares in (vector_share, keyword_share):
+        assert shares and min(shares) > 0 and max(shares) == pytest.approx(min(shares), rel=1e-4)
+    for hit in hits:
+        assert sum(hit["contributions"].values()) == pytest.approx(hit["fusedScore"], abs=1e-5)
