@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--throughput-docs", type=int, default=600, help="abstracts timed for the throughput figure")
     parser.add_argument("--skip-throughput", action="store_true", help="reuse the indexed corpus")
     parser.add_argument("--modes", default="vector,keyword,hybrid")
+    parser.add_argument(
+        "--limit", type=int, default=100, help="hits per search (Recall@100 needs 100; 10 fuses what a 10-hit page fuses)"
+    )
     args = parser.parse_args()
 
     import django
@@ -145,7 +148,7 @@ def main() -> None:
         ndcgs, recalls, latencies = [], [], []
         for qid in evaluated:
             t0 = time.perf_counter()
-            result = search(user=user, query=queries[qid], limit=100, threshold=0.0, mode=mode)
+            result = search(user=user, query=queries[qid], limit=args.limit, threshold=0.0, mode=mode)
             latencies.append(time.perf_counter() - t0)
             ranked: list[str] = []
             for hit in result.hits:
