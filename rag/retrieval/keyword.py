@@ -35,7 +35,9 @@ df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme),
 idf AS (SELECT lexeme, ln(1 + (greatest(%(n)s::float8, df) - df + 0.5) / (df + 0.5)) AS idf FROM df)
 SELECT p.chunk_id, sum(i.idf * p.tf * (%(k1)s::float8 + 1)
                        / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score,
-       (SELECT sum(idf) FROM idf) AS ceiling, (SELECT json_object_agg(lexeme, idf) FROM idf) AS idfs
+       (SELECT sum(idf) FROM idf)
+         + ((SELECT cardinality(lex) FROM ql) - (SELECT count(*) FROM idf)) * ln(1 + (%(n)s::float8 + 0.5) / 0.5) AS ceiling,
+       (SELECT json_object_agg(lexeme, idf) FROM idf) AS idfs
 FROM p JOIN idf i USING (lexeme)
 GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 """
@@ -47,6 +49,7 @@ class KeywordRanking(NamedTuple):
     hits: list[Hit]
     idf: dict[str, float]  # per query lexeme a visible chunk holds, from the visible chunks' frequencies
     avgdl: float
+    ceiling: float  # what `relevance` divides by (see keyword_ranking)
 
 
 def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int, stats: IndexStats) -> KeywordRanking:
@@ -69,12 +72,15 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
         cursor.execute(_SQL.format(visible=visible), params)
         rows = cursor.fetchall()
     # `relevance`: the score against what a chunk holding every query word once, at average length,
-    # would get. Unlike the best score of this query, it does not make a weak match look strong
-    # just because nothing better matched (a chunk sharing only two common words stays low).
-    hits = [Hit(chunk_id=r[0], score=float(r[1]), relevance=min(1.0, float(r[1]) / float(r[2])) if r[2] else 0.0) for r in rows]
+    # would get (a word no visible chunk holds counts with the IDF of an unseen word). Unlike the best
+    # score of this query, it does not make a weak match look strong just because nothing better
+    # matched: a chunk sharing only "remote" and "work" with "connecting to company network while
+    # working remotely" stays low, even where no passage says "network".
+    ceiling = float(rows[0][2]) if rows and rows[0][2] else 0.0
+    hits = [Hit(chunk_id=r[0], score=float(r[1]), relevance=min(1.0, float(r[1]) / ceiling) if ceiling else 0.0) for r in rows]
     # No row: no visible chunk holds a query word, and every chunk's BM25 is 0.
     idf = {lexeme: float(value) for lexeme, value in (rows[0][3] if rows else {}).items()}
-    return KeywordRanking(hits, idf, avgdl)
+    return KeywordRanking(hits, idf, avgdl, ceiling)
 
 
 def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_id: str) -> dict[int, float]:
@@ -84,7 +90,7 @@ def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_i
     this ranking's cut would sink a chunk the other rankings found. The caller passes only chunks of
     visible documents (other rankings' hits), and the frequencies are the visible chunks' (`ranking.idf`).
     """
-    ceiling = sum(ranking.idf.values())
+    ceiling = ranking.ceiling
     if not chunk_ids or ceiling <= 0:
         return {}
     with connection.cursor() as cursor:

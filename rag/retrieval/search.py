@@ -96,7 +96,7 @@ def search(
     depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
     vector: list[float] = []
     vector_hits: list[Hit] = []
-    keyword = KeywordRanking([], {}, 1.0)
+    keyword = KeywordRanking([], {}, 1.0, 0.0)
     keyword_args: dict[str, Any] = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
     keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
     if mode in ("vector", "hybrid"):

@@ -226,7 +226,9 @@ def test_hybrid_weighs_the_real_relevance_of_a_chunk_a_rankings_top_list_cut(cas
     real_vector, real_keyword = search_module.vector_ranking, search_module.keyword_ranking
     # Each ranking's list cut to its best chunk: every other candidate is one that list did not hold.
     monkeypatch.setattr(search_module, "vector_ranking", lambda **kw: real_vector(**kw)[:1])
-    monkeypatch.setattr(search_module, "keyword_ranking", lambda **kw: real_keyword(**kw)._replace(hits=real_keyword(**kw).hits[:1]))
+    monkeypatch.setattr(
+        search_module, "keyword_ranking", lambda **kw: real_keyword(**kw)._replace(hits=real_keyword(**kw).hits[:1])
+    )
     hits = explained(bob, "hybrid", limit=10)
     cut = [hit for hit in hits if hit["vectorRank"] is None]
     assert cut and all(hit["contributions"]["vector"] > 0 for hit in cut)
