@@ -66,6 +66,19 @@ _NOT_A_NAME_START = frozenset(
 )
 
 
+def title_cased_heading(line: str) -> bool:
+    """A markdown heading capitalised as titles are ("# Risk Of Diabetes By The Age Of 14 Years"): its capitals
+    say nothing about names. Every word of four letters or more capitalised, save the prepositions title case
+    leaves lower; at least four of them. (A sentence naming several people still has a verb in lower case.)"""
+    if not line.lstrip().startswith("#"):
+        return False
+    words = [w for w in re.findall(r"[^\W\d_][\w'’-]*", line) if len(w) >= 4 and w.casefold() not in _TITLE_LOWER]
+    return len(words) >= 4 and all(word[0].isupper() for word in words)
+
+
+_TITLE_LOWER = frozenset("with from into onto upon over than that without within between among through".split())
+
+
 def proper_name(text: str) -> str | None:
     """A proper-name match without the sentence's opening words; None when fewer than two words are left."""
     words = text.split()
@@ -199,10 +212,13 @@ def read_chunk(
         if entity_key(name) != own_key:
             facts.add(name, EntityKind.DOCUMENT if entity_key(name) in matcher.titles else EntityKind.NAME)
             facts.links.add(entity_key(name))
-    for match in _PROPER_NAME.finditer(text):
-        name = proper_name(match.group(0))
-        if name and entity_key(name) != own_key:
-            facts.add(name, EntityKind.NAME)
+    for line in text.splitlines():
+        if title_cased_heading(line):
+            continue  # a title-cased heading or title: it is a topic (below) or a title, not a run of names
+        for match in _PROPER_NAME.finditer(line):
+            name = proper_name(match.group(0))
+            if name and entity_key(name) != own_key:
+                facts.add(name, EntityKind.NAME)
     for match in _CODE.finditer(text):
         facts.add(match.group(1), EntityKind.CODE)
     for heading in heading_path:

@@ -263,3 +263,17 @@ def test_a_sentences_opening_words_are_not_part_of_a_proper_name():
     facts = read_chunk(text, [], own_key="x", matcher=matcher(), linked_titles={})
     names = {key for key, (_, kind, _) in facts.mentions.items() if kind == EntityKind.NAME}
     assert names == {"grace hopper", "required for growth", "the hague"}
+
+
+def test_a_title_cased_heading_is_a_topic_not_a_run_of_names():
+    heading = "# Increased Risk Of Diabetes By The Age Of 14 Years"
+    text = f"{heading}\nGrace Hopper worked at Yale University with Howard Aiken."
+    facts = read_chunk(text, [heading], own_key="x", matcher=matcher(), linked_titles={})
+    names = {key for key, (_, kind, _) in facts.mentions.items() if kind == EntityKind.NAME}
+    topics = {key for key, (_, kind, _) in facts.mentions.items() if kind == EntityKind.TOPIC}
+    # "The Age" was read from such headings, and a question saying "by the age of 14" then named it.
+    assert names == {"grace hopper", "yale university", "howard aiken"}
+    assert topics == {"increased risk of diabetes by the age of 14 years"}
+    # A heading in sentence case, or a short one, still names people.
+    facts = read_chunk("## Grace Hopper at Yale\nText.", [], own_key="x", matcher=matcher(), linked_titles={})
+    assert "grace hopper" in facts.mentions
