@@ -78,7 +78,8 @@ def source_chunks() -> list[dict]:
         rows = conn.execute(
             "SELECT d.title, d.text, e.chunk_index, e.chunk_text, e.start_offset, e.end_offset, e.metadata, e.embedding::text "
             "FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id "
-            "WHERE e.model_id = %s ORDER BY d.created_at, d.title, e.chunk_index",
+            "JOIN permissions_team t ON t.id = d.team_id "
+            "WHERE e.model_id = %s AND t.name = 'SciFact' ORDER BY d.created_at, d.title, e.chunk_index",
             [MODEL],
         ).fetchall()
     if not rows:
