@@ -167,10 +167,19 @@ class Command(BaseCommand):
             self.stdout.write(f"  failed {pk}: {reason}")
 
     def _progress(self, done: int, total: int, failed: int, started: float) -> None:
+        """One line redrawn in place on a terminal; in a log (not a terminal), a line at each tenth of the way."""
         width = 30
         filled = int(width * min(done, total) / max(total, 1))
         rate = done / max(time.monotonic() - started, 1e-6)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} documents, {failed} failed, {rate:.1f}/s")
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} documents, {failed} failed, {rate:.1f}/s"
+        if sys.stderr.isatty():
+            sys.stderr.write("\r" + line)
+        else:
+            tenth = 10 * min(done, total) // max(total, 1)
+            if tenth == getattr(self, "_logged_tenth", -1):
+                return
+            self._logged_tenth = tenth
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
 

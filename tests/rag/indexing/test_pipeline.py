@@ -158,6 +158,8 @@ def test_index_documents_command_reports_progress_and_a_summary(cast, capsys):
     call_command("index_documents")
     captured = capsys.readouterr()
     assert "5/5 documents" in captured.err
+    # Not a terminal (a log file): whole lines, not one line redrawn with carriage returns.
+    assert "\r" not in captured.err and captured.err.endswith("\n")
     assert "5 indexed or up to date, 0 failed" in captured.out
     assert all(chunks_of(d) for d in docs)
     call_command("index_documents", "--force", "--document", str(docs[0].pk))
