@@ -55,7 +55,8 @@ def titles(user, mode: str, limit: int = 10) -> list[str]:
 
 def test_a_strong_meaning_match_beats_chunks_that_only_share_two_common_words(cast, handbook):
     vector, keyword = titles(cast.bob, "vector"), titles(cast.bob, "keyword")
-    # The trap as measured: meaning finds the WireGuard page, words find "Remote work" ("remote", "work").
+    # The trap in a small handbook: meaning finds the WireGuard page, words find "Remote work" ("remote",
+    # "work"), and no passage holds "connecting", "company" or "network".
     assert vector[0] == "VPN"
     assert keyword[0] == "Remote work"
     assert titles(cast.bob, "hybrid")[0] == "VPN"
