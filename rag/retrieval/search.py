@@ -1,4 +1,4 @@
-"""Permission-filtered search: vector, keyword (BM25) and hybrid (weighted RRF) — orchestration only.
+"""Permission-filtered search: vector, keyword (BM25), graph and hybrid (score-aware fusion) — orchestration only.
 
 The access policy is compiled once (visibility.SearchScope) and sits inside every ranking query,
 so ranking starts from the viewer's visible documents and a page is full whenever enough
