@@ -230,3 +230,32 @@ def test_a_hub_named_everywhere_and_cycles_keep_the_ranking_bounded_and_on_the_a
     ring = search(user=cast.bob, query="What is next to Ring Film 7?", mode="graph", limit=50)
     assert titles(ring)[0] == "Ring Film 7" and len(ring.hits) <= 50, "a cycle ends: every chunk once, the named page first"
     assert len({h.chunk_id for h in ring.hits}) == len(ring.hits)
+
+
+def test_a_question_naming_a_hub_and_a_specific_name_seeds_the_specific_one_more(cast):
+    """A name every passage mentions is what keyword search already weighs: seeded by its specificity (an IDF
+    of its visible mentions), it cannot outrank what a rare name in the same question leads to."""
+    from rag.models import Entity
+    from rag.retrieval.graph import _seed_entities, specificity
+    from rag.retrieval.stats import scope_index_stats
+    from rag.retrieval.visibility import search_scope
+
+    pages = [
+        DocumentFactory(
+            collection=cast.handbook,
+            created_by=cast.alice,
+            title=f"Report {i}",
+            text=f"Report {i} was written at Acme Studios by the Night Crew."
+            if i == 11
+            else f"Report {i} was written at Acme Studios.",
+        )
+        for i in range(12)
+    ]
+    index_documents(document_ids=[d.pk for d in pages])
+    query = "What did Acme Studios and the Night Crew write?"
+    scope = search_scope(user=cast.bob)
+    seeds, _, _ = _seed_entities(scope, query, MODEL, [], scope_index_stats(scope, model_id=MODEL).chunks)
+    by_name = dict(Entity.objects.filter(pk__in=seeds).values_list("key", "id"))
+    assert seeds[by_name["night crew"]] == pytest.approx(1.0) and seeds[by_name["acme studios"]] < 0.6
+    assert titles(search(user=cast.bob, query=query, mode="graph", limit=5))[0] == "Report 11"
+    assert specificity(1, 100) == pytest.approx(1.0, abs=0.01) and specificity(100, 100) < 0.2
