@@ -64,13 +64,31 @@ def relevance_fusion(rankings: Sequence[Sequence[tuple[_Id, float]]], *, weights
     return sorted(scores.items(), key=lambda pair: (-pair[1], order[pair[0]]))
 
 
-def spread_documents(ranked: Sequence[_Id], document_of: Mapping[_Id, object], *, per_document: int) -> list[_Id]:
-    """The same items, but at most `per_document` of one document before every other document's
-    items; the rest follow in order. One long document should not fill the top of a page."""
+def spread_documents(
+    ranked: Sequence[tuple[_Id, float]],
+    document_of: Mapping[_Id, object],
+    *,
+    per_document: int,
+    repeat_decay: float = 1.0,
+) -> list[_Id]:
+    """The ids of best-first (id, score) pairs, spread over documents: one long document should not fill the top of a page.
+
+    A document's second item competes at `repeat_decay` times its score, its third at the square, and so
+    on (a document's own items keep their order); and at most `per_document` of one document come before
+    every other document's items, the rest following in order.
+    """
+    if not 0 < repeat_decay <= 1:
+        raise ValueError("repeat_decay must be in (0, 1]")
+    seen: dict[object, int] = {}
+    decayed: list[tuple[float, int, _Id]] = []
+    for position, (item, score) in enumerate(ranked):
+        document = document_of.get(item)
+        decayed.append((score * repeat_decay ** seen.get(document, 0), position, item))
+        seen[document] = seen.get(document, 0) + 1
     first: list[_Id] = []
     later: list[_Id] = []
     taken: dict[object, int] = {}
-    for item in ranked:
+    for _, _, item in sorted(decayed, key=lambda entry: (-entry[0], entry[1])):
         document = document_of.get(item)
         taken[document] = taken.get(document, 0) + 1
         (first if taken[document] <= per_document else later).append(item)

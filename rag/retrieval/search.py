@@ -41,6 +41,10 @@ GRAPH_SEED_CHUNKS = 3
 GRAPH_TITLE_BOOST = 8.0
 # Hybrid fuses this many candidates from each ranking (or more for large limits).
 HYBRID_CANDIDATES = 50
+# On a hybrid page a document's second chunk competes at this fraction of its fused score, its third at
+# the square: another document's passage nearly as good comes before more of the same page (the title's
+# words, carried by every chunk of a document, otherwise lift all its chunks alike).
+REPEAT_CHUNK_DECAY = 0.85
 
 
 class _Laps:
@@ -164,7 +168,12 @@ def search(
         order = list(fused)
         if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
             document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
-            order = spread_documents(order, document_of, per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT)
+            order = spread_documents(
+                list(fused.items()),
+                document_of,
+                per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT,
+                repeat_decay=REPEAT_CHUNK_DECAY,
+            )
         hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
         lap("fuse_ms")
     hits = hits[:limit]

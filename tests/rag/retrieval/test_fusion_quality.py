@@ -81,6 +81,46 @@ def test_a_weak_top_match_adds_little_and_an_absent_id_counts_zero():
 
 
 def test_spread_documents_keeps_order_but_caps_each_document_before_the_rest():
-    ranked = ["a1", "a2", "a3", "b1", "a4", "c1"]
-    document_of = {item: item[0] for item in ranked}
+    ranked = [("a1", 0.9), ("a2", 0.8), ("a3", 0.7), ("b1", 0.6), ("a4", 0.5), ("c1", 0.4)]
+    document_of = {item: item[0] for item, _ in ranked}
     assert spread_documents(ranked, document_of, per_document=2) == ["a1", "a2", "b1", "c1", "a3", "a4"]
+
+
+def test_a_documents_further_chunks_yield_to_another_documents_nearly_as_good_one():
+    ranked = [("a1", 0.28), ("a2", 0.245), ("a3", 0.24), ("b1", 0.235), ("c1", 0.2)]
+    document_of = {item: item[0] for item, _ in ranked}
+    # a2 competes at 0.245 x 0.85 = 0.208, a3 at 0.24 x 0.85^2 = 0.173: b1 and c1 come first.
+    assert spread_documents(ranked, document_of, per_document=3, repeat_decay=0.85) == ["a1", "b1", "a2", "c1", "a3"]
+    # Far better further chunks still come first, and a document's own chunks keep their order.
+    assert spread_documents(
+        [("a1", 0.9), ("a2", 0.8), ("b1", 0.3)], {"a1": "a", "a2": "a", "b1": "b"}, per_document=3, repeat_decay=0.85
+    ) == ["a1", "a2", "b1"]
+    with pytest.raises(ValueError):
+        spread_documents(ranked, document_of, per_document=3, repeat_decay=0)
+
+
+def test_on_the_whole_demo_corpus_the_wireguard_page_comes_before_more_of_remote_work(cast, minilm):
+    """The trap as a new user meets it: `make run`'s demo documents (alice reads them all) and a VPN page.
+
+    With only five other pages "remote" and "work" are rare words, so the first "Remote work" chunk
+    still fuses above the VPN page; its further chunks, lifted alike by the title's two words, do not.
+    """
+    demo = Path(__file__).resolve().parents[3] / "documents" / "demo"
+    docs = [DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="VPN", text=WIREGUARD)]
+    for name in (
+        "handbook-onboarding.md",
+        "handbook-security.md",
+        "handbook-remote.md",
+        "engineering-deploy.md",
+        "engineering-oncall.md",
+    ):
+        text = (demo / name).read_text()
+        collection = cast.handbook if name.startswith("handbook") else cast.private
+        title = text.splitlines()[0].lstrip("# ")
+        docs.append(DocumentFactory(collection=collection, created_by=cast.alice, title=title, text=text))
+    index_documents(document_ids=[d.pk for d in docs])
+    assert titles(cast.alice, "vector")[0] == "VPN"
+    assert titles(cast.alice, "keyword")[:3] == ["Remote work"] * 3
+    page = titles(cast.alice, "hybrid", limit=5)
+    assert page.index("VPN") == 1, page
+    assert len(set(page[:4])) >= 3, "more of one document waits for other documents' passages nearly as good"
