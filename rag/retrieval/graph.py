@@ -11,6 +11,7 @@ and of chunks.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from typing import NamedTuple
@@ -39,6 +40,8 @@ MENTION_FACTOR = 0.3
 SAME_DOCUMENT_DECAY = 0.5
 # A hub's visible mentions are counted up to this many: enough to tell it from a specific name, bounded per hop.
 HUB_COUNT_CAP = 200
+# The chunks remembered per step of a spread as the ones an entity was reached through (the heaviest relations').
+VIA_CHUNKS = 20
 
 
 def question_keys(query: str) -> list[str]:
@@ -115,13 +118,15 @@ def _seed_entities(
 
 def _spread(
     scope: SearchScope, model_id: str, seeds: dict[uuid.UUID, float], spread_only: set[uuid.UUID], scope_chunks: int = 0
-) -> dict[uuid.UUID, float]:
-    """Scores of the entities reached in up to HOPS hops, each hop through visible relations only.
+) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, set[int]]]:
+    """Scores of the entities reached in up to HOPS hops, each hop through visible relations only, and the
+    chunks each was reached through (the relations' chunks, up to VIA_CHUNKS a step).
 
     Entities in `spread_only` (the documents the other rankings already put on top) pass their
     score on but are not ranked for it themselves: the graph adds what they lead to.
     """
     scores = {pk: score for pk, score in seeds.items() if pk not in spread_only}
+    via: dict[uuid.UUID, set[int]] = {}
     frontier = dict(seeds)
     # The scope joined inline, not as a materialised set: each lateral step then finds its few rows'
     # documents through the primary key instead of scanning every visible document again.
@@ -136,25 +141,31 @@ def _spread(
                 f"""WITH s AS (
                         SELECT s.id, s.score, {titled_document_visible("s.id", "%(model)s", f"({visible})")} AS title_ok
                         FROM unnest(%(ids)s::uuid[], %(weights)s::float8[]) AS s(id, score)),
-                    reached AS (
-                    SELECT n.id, sum(s.score * n.share) AS score
+                    hop AS (
+                    SELECT n.id, s.score * n.share AS score, n.via
                     FROM s, LATERAL (
-                        SELECT x.id, x.w / max(x.w) OVER () AS share FROM (
-                            SELECT r.target_id AS id, sum(r.weight) AS w FROM graph_relations r
+                        SELECT x.id, x.w / max(x.w) OVER () AS share, x.via FROM (
+                            SELECT r.target_id AS id, sum(r.weight) AS w,
+                                   (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s] AS via
+                            FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
                             WHERE r.source_id = s.id AND r.model_id = %(model)s
                               AND {relation_counts("r", f"({visible})", source_visible="s.title_ok")}
                             GROUP BY r.target_id
                             UNION ALL
-                            SELECT r.source_id, sum(r.weight) * 0.5 FROM graph_relations r
+                            SELECT r.source_id, sum(r.weight) * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
+                            FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
                             WHERE r.target_id = s.id AND r.model_id = %(model)s
                               AND {relation_counts("r", f"({visible})", target_visible="s.title_ok")}
                             GROUP BY r.source_id
-                        ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n
-                    GROUP BY n.id)
+                        ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n),
+                    reached AS (
+                        SELECT h.id, sum(h.score) AS score,
+                               (SELECT array_agg(DISTINCT c) FROM hop g, unnest(g.via) c WHERE g.id = h.id) AS via
+                        FROM hop h GROUP BY h.id)
                     -- A reached entity counts by its specificity among the visible passages (see `specificity`).
-                    SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s)
+                    SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s), r.via
                     FROM reached r,
                     LATERAL (SELECT {titled_document_visible("r.id", "%(model)s", f"({visible})")} AS ok) t,
                     LATERAL (
@@ -172,9 +183,13 @@ def _spread(
                     "neighbours": NEIGHBOURS_PER_ENTITY,
                     "n": float(max(scope_chunks, 2)),
                     "cap": HUB_COUNT_CAP,
+                    "via": VIA_CHUNKS,
                 },
             )
-            reached = {pk: float(score) * HOP_DECAY for pk, score in cursor.fetchall()}
+            rows = cursor.fetchall()
+        reached = {pk: float(score) * HOP_DECAY for pk, score, _ in rows}
+        for pk, _, chunks in rows:
+            via.setdefault(pk, set()).update(chunks)
         frontier = {}
         for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
             if pk in spread_only:
@@ -183,7 +198,7 @@ def _spread(
             if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
                 frontier[pk] = score
             scores[pk] = scores.get(pk, 0.0) + score
-    return scores
+    return scores, via
 
 
 class GraphRanking(NamedTuple):
@@ -201,11 +216,19 @@ def graph_ranking(
     limit: int,
     seed_chunk_ids: list[int] | None = None,
     scope_chunks: int = 0,
+    graph_evidence_only: bool = False,
 ) -> GraphRanking:
     """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
 
     The seed chunks' documents are not ranked again for what they merely name: the rankings that
     chose them rank them already, and the graph's part is what they lead to.
+
+    With `graph_evidence_only` (hybrid search, beside rankings that read each passage's own text), a
+    passage is ranked only for what the graph adds: not for naming what the question names, nor for
+    naming an entity the spread reached through that very passage (it named both ends of the relation:
+    its own text's evidence). Counting those twice lifted passages with a claim's literal name above the
+    one that answers (SciFact, docs/benchmarks.md). The documents a name is the title of, and the other
+    passages it leads to, still count.
     """
     seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [], scope_chunks)
     if not seeds:
@@ -214,33 +237,49 @@ def graph_ranking(
     # chose included); the other rankings' documents reach only other documents, never themselves.
     named = {pk: score for pk, score in seeds.items() if pk not in spread_only}
     chosen = {pk: score for pk, score in seeds.items() if pk in spread_only}
-    scores = _spread(scope, model_id, named, set(), scope_chunks) if named else {}
-    for pk, score in (_spread(scope, model_id, chosen, spread_only, scope_chunks) if chosen else {}).items():
-        scores[pk] = scores.get(pk, 0.0) + score
+    scores: dict[uuid.UUID, float] = {}
+    via: dict[uuid.UUID, set[int]] = {}
+    for start, only in ((named, set()), (chosen, spread_only)):
+        if start:
+            reached, reached_via = _spread(scope, model_id, start, only, scope_chunks)
+            for pk, score in reached.items():
+                scores[pk] = scores.get(pk, 0.0) + score
+            for pk, chunks in reached_via.items():
+                via.setdefault(pk, set()).update(chunks)
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
         return GraphRanking([], names_documents)
+    # What a passage's mention of each entity counts: its whole score; with `graph_evidence_only`, what the
+    # spread brought it (not the question's naming it), and nothing in the passages it was reached through.
+    mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
+    through = {str(pk): sorted(via[pk]) for pk, _ in top if via.get(pk)} if graph_evidence_only else {}
     visible, visible_params = scope.named  # joined inline, as in `_spread`
     with connection.cursor() as cursor:
         cursor.execute(
             f"""WITH s AS (
-                    SELECT s.id, s.score, {titled_document_visible("s.id", "%(model)s", f"({visible})")} AS title_ok
-                    FROM unnest(%(ids)s::uuid[], %(scores)s::float8[]) AS s(id, score))
+                    SELECT s.id, s.score, s.mentioned, coalesce(%(through)s::jsonb -> s.id::text, '[]') AS through,
+                           {titled_document_visible("s.id", "%(model)s", f"({visible})")} AS title_ok
+                    FROM unnest(%(ids)s::uuid[], %(scores)s::float8[], %(mentioned)s::float8[]) AS s(id, score, mentioned))
                 SELECT c.chunk_id, c.document_id,
                        coalesce(sum(s.score) FILTER (WHERE c.subject), 0)
-                       + %(mention)s * coalesce(max(least(s.score, 1.0)) FILTER (WHERE NOT c.subject), 0) AS score
+                       + %(mention)s * coalesce(max(least(s.mentioned, 1.0))
+                                                FILTER (WHERE NOT c.subject AND NOT s.through @> to_jsonb(c.chunk_id)), 0) AS score
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
                     WHERE m.entity_id = s.id AND m.model_id = %(model)s
                       AND {mention_counts("m", f"({visible})", title_visible="s.title_ok")}
+                      AND (m.subject OR s.mentioned > 0)
                       AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%(seeds)s))))
                     ORDER BY m.subject DESC, m.count DESC, m.chunk_id LIMIT %(per_entity)s) c
-                GROUP BY c.chunk_id, c.document_id ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",
+                GROUP BY c.chunk_id, c.document_id HAVING bool_or(c.subject OR NOT s.through @> to_jsonb(c.chunk_id))
+                ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",
             {
                 **visible_params,
                 "ids": [pk for pk, _ in top],
                 "scores": [score for _, score in top],
+                "mentioned": mentioned,
+                "through": json.dumps(through),
                 "mention": MENTION_FACTOR,
                 "model": model_id,
                 "seeds": seed_chunk_ids or [],

@@ -146,7 +146,13 @@ def search(
             first = relevance_fusion(rankings, weights=used) if any(used) else []
             seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
             graph = graph_ranking(
-                scope=scope, query=query, model_id=model_id, limit=depth, seed_chunk_ids=seeds, scope_chunks=stats.chunks
+                scope=scope,
+                query=query,
+                model_id=model_id,
+                limit=depth,
+                seed_chunk_ids=seeds,
+                scope_chunks=stats.chunks,
+                graph_evidence_only=True,
             )
             rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
             ranked_by["graph"] = graph.hits

@@ -10,7 +10,7 @@ from django.db import transaction
 from documents.models import Document
 from rag.indexing.graph import rename_document_entity
 from rag.indexing.pipeline import index_documents
-from rag.models import Mention
+from rag.models import Chunk, Mention
 from rag.retrieval.explore import entity_get, entity_list
 from rag.retrieval.graph import graph_ranking, question_keys
 from rag.retrieval.search import search
@@ -25,9 +25,17 @@ def titles(result) -> list[str]:
     return [result.documents[h.document_id].title for h in result.hits if h.document_id in result.documents]
 
 
-def graph(user, query: str) -> list[tuple[int, float]]:
-    hits = graph_ranking(scope=search_scope(user=user), query=query, model_id=MODEL, limit=50).hits
-    return [(h.chunk_id, round(h.score, 9)) for h in hits]
+def graph(user, query: str) -> tuple[list[tuple[int, float]], ...]:
+    """The graph ranking as graph mode sees it, and as hybrid does (the graph's own evidence only)."""
+    return tuple(
+        [
+            (h.chunk_id, round(h.score, 9))
+            for h in graph_ranking(
+                scope=search_scope(user=user), query=query, model_id=MODEL, limit=50, graph_evidence_only=only
+            ).hits
+        ]
+        for only in (False, True)
+    )
 
 
 @pytest.fixture
@@ -126,7 +134,7 @@ def test_graph_rankings_equal_those_over_only_the_viewers_documents(db, seed):
     for user in users[:8]:
         query = f"Which line reaches {rng.choice(names)} 2 from {rng.choice(names)} 1?"
         expected = graph(user, query)
-        ranked += bool(expected)
+        ranked += bool(expected[0]) and bool(expected[1])
         with transaction.atomic():
             visible = Document.objects.visible_to(user).values_list("pk", flat=True)
             Document.objects.filter(team_id=user.team_id).exclude(pk__in=list(visible)).delete()
@@ -163,7 +171,7 @@ def test_graph_responses_equal_a_graph_read_from_only_the_viewers_documents(db, 
     for user in users[:8]:
         query = f"Which line reaches {rng.choice(names)} 2 from {rng.choice(names)} 1?"
         expected = graph_responses(user, query)
-        compared += bool(expected[0]) and bool(expected[3])
+        compared += bool(expected[0][0]) and bool(expected[3])
         with transaction.atomic():
             visible = list(Document.objects.visible_to(user).values_list("pk", flat=True))
             Document.objects.filter(team_id=user.team_id).exclude(pk__in=visible).delete()
@@ -259,3 +267,46 @@ def test_a_question_naming_a_hub_and_a_specific_name_seeds_the_specific_one_more
     assert seeds[by_name["night crew"]] == pytest.approx(1.0) and seeds[by_name["acme studios"]] < 0.6
     assert titles(search(user=cast.bob, query=query, mode="graph", limit=5))[0] == "Report 11"
     assert specificity(1, 100) == pytest.approx(1.0, abs=0.01) and specificity(100, 100) < 0.2
+
+
+def test_beside_the_text_rankings_the_graph_ranks_a_passage_only_for_what_it_leads_to(cast, monkeypatch):
+    """In hybrid, keyword and vector search read each passage's own text: the graph must not rank a passage
+    again for naming what the question names, nor for an entity the spread reached through that passage (it
+    names both ends of the relation). A passage one real hop away keeps its whole graph score, and a page still
+    counts as the document an entity reached is the title of."""
+    pages = {
+        title: DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=title, text=text)
+        for title, text in {
+            "Deploy tools": "Northwind Labs built the Harbor Deployer.",
+            "History": "Jane Roe designed the Harbor Deployer in 1999.",
+            "Visitors": "Northwind Labs hosts visitors on Fridays.",
+        }.items()
+    }
+    index_documents(document_ids=[d.pk for d in pages.values()])
+    query = "Who designed the tool Northwind Labs built?"
+    scope = search_scope(user=cast.bob)
+
+    def scores(**kwargs) -> dict[str, float]:
+        hits = graph_ranking(scope=scope, query=query, model_id=MODEL, limit=20, **kwargs).hits
+        title_of = dict(Document.objects.values_list("pk", "title"))
+        chunk_document = dict(Chunk.objects.filter(pk__in=[h.chunk_id for h in hits]).values_list("pk", "document_id"))
+        return {title_of[chunk_document[h.chunk_id]]: h.score for h in hits}
+
+    everything, graph_only = scores(), scores(graph_evidence_only=True)
+    assert set(everything) == {"Deploy tools", "History", "Visitors"}
+    assert graph_only["History"] == pytest.approx(everything["History"])
+    for named_here in ("Deploy tools", "Visitors"):
+        assert graph_only.get(named_here, 0.0) < everything[named_here], named_here
+    # Hybrid asks the graph for its own evidence only.
+    import rag.retrieval.search as search_module
+
+    asked = []
+
+    def recording(**kwargs):
+        asked.append(kwargs.get("graph_evidence_only", False))
+        return graph_ranking(**kwargs)
+
+    monkeypatch.setattr(search_module, "graph_ranking", recording)
+    search(user=cast.bob, query=query, mode="hybrid", limit=3, threshold=0)
+    search(user=cast.bob, query=query, mode="graph", limit=3, threshold=0)
+    assert asked == [True, False]
