@@ -160,13 +160,11 @@ def _spread(
                               AND {relation_counts("r", f"({visible})", target_visible="s.title_ok")}
                             GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n),
-                    reached AS (
-                        SELECT h.id, sum(h.score) AS score,
-                               (SELECT array_agg(DISTINCT c) FROM hop g, unnest(g.via) c WHERE g.id = h.id) AS via
-                        FROM hop h GROUP BY h.id)
+                    reached AS (SELECT id, sum(score) AS score FROM hop GROUP BY id),
+                    reached_via AS (SELECT h.id, array_agg(DISTINCT c) AS via FROM hop h, unnest(h.via) c GROUP BY h.id)
                     -- A reached entity counts by its specificity among the visible passages (see `specificity`).
-                    SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s), r.via
-                    FROM reached r,
+                    SELECT r.id, r.score * ln(1 + %(n)s / greatest(d.n, 1)) / ln(1 + %(n)s), rv.via
+                    FROM reached r LEFT JOIN reached_via rv USING (id),
                     LATERAL (SELECT {titled_document_visible("r.id", "%(model)s", f"({visible})")} AS ok) t,
                     LATERAL (
                         SELECT count(*) AS n FROM (
@@ -189,7 +187,7 @@ def _spread(
             rows = cursor.fetchall()
         reached = {pk: float(score) * HOP_DECAY for pk, score, _ in rows}
         for pk, _, chunks in rows:
-            via.setdefault(pk, set()).update(chunks)
+            via.setdefault(pk, set()).update(chunks or ())
         frontier = {}
         for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
             if pk in spread_only:
