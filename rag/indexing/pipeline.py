@@ -6,7 +6,6 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,8 +37,6 @@ logger = logging.getLogger(__name__)
 HEADING_CONTEXT_TOKENS = 32
 # Word pieces the tokenizer adds around each input ([CLS] and [SEP] for MiniLM).
 SPECIAL_TOKENS = 2
-# New inputs embedded per call while the previous call's documents are written (a batch's worth for the encoder).
-EMBED_GROUP_INPUTS = 32
 
 
 @dataclass
@@ -157,78 +154,48 @@ def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) 
         .distinct("content_hash")
         .values_list("content_hash", "embedding")
     )
-    groups = _embedding_groups(planned, known)
+    missing: dict[str, str] = {}
+    for _, _, inputs, hashes in planned:
+        for text, h in zip(inputs, hashes, strict=False):
+            if h not in known:
+                missing.setdefault(h, text)
 
     set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
-    graphs: dict[uuid.UUID, TeamGraph] = {}
-    # One thread embeds the groups back to back while this one writes each embedded group's chunks: the
-    # encoder (which releases the GIL) never waits for the database, nor the database for the encoder.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-embed") as pool:
-        embedded = [pool.submit(_embed, provider, list(texts.values())) for _, texts in groups]
-        # Like the embedder, the graph's model reads the new texts before any swap holds a transaction.
-        llm_facts = (
-            extractor.extract(
-                ChunkToRead(h, text, f"document {document.pk} chunk {chunk.index}")
-                for document, chunks, inputs, hashes in planned
-                for chunk, text, h in zip(chunks, inputs, hashes, strict=True)
-            )
-            if extractor
-            else {}
+    try:
+        vectors = []
+        if missing:
+            with provider_call(KIND_EMBEDDING, provider.model_id):
+                vectors = provider.embed(list(missing.values()))
+    except ProviderError as exc:
+        set_state([d.pk for d in todo], model_id, IndexState.FAILED, error=str(exc)[:2000])
+        result.failed.update({d.pk: str(exc) for d in todo})
+        # The provider already retried transient errors (the one retry layer); what is left
+        # is recorded on each document and picked up again by reconciliation.
+        logger.warning("embedding failed for %d document(s): %s", len(todo), exc)
+        return result
+    known.update(zip(missing.keys(), vectors, strict=False))
+    result.embedded += len(missing)
+    # Like the embedder, the graph's model reads the new texts before any swap holds a transaction.
+    llm_facts = (
+        extractor.extract(
+            ChunkToRead(h, text, f"document {document.pk} chunk {chunk.index}")
+            for document, chunks, inputs, hashes in planned
+            for chunk, text, h in zip(chunks, inputs, hashes, strict=True)
         )
-        for number, ((group, texts), future) in enumerate(zip(groups, embedded, strict=True)):
-            try:
-                vectors = future.result()
-            except ProviderError as exc:
-                for later in embedded[number + 1 :]:
-                    later.cancel()
-                unswapped = [document for pending, _ in groups[number:] for document, *_ in pending]
-                set_state([d.pk for d in unswapped], model_id, IndexState.FAILED, error=str(exc)[:2000])
-                result.failed.update({d.pk: str(exc) for d in unswapped})
-                # The provider already retried transient errors (the one retry layer); what is left
-                # is recorded on each document and picked up again by reconciliation.
-                logger.warning("embedding failed for %d document(s): %s", len(unswapped), exc)
-                return result
-            known.update(zip(texts.keys(), vectors, strict=True))
-            result.embedded += len(texts)
-            for document, chunks, _, hashes in group:
-                if settings.RAG_GRAPH_ENABLED and document.team_id not in graphs:
-                    graphs[document.team_id] = team_graph(document.team_id, model_id)
-                if swap_chunks(document, chunks, hashes, known, model_id, graphs.get(document.team_id), llm_facts):
-                    result.indexed.append(document.pk)
-                    result.chunks += len(chunks)
-                else:
-                    result.skipped.append(document.pk)
+        if extractor
+        else {}
+    )
+
+    graphs: dict[uuid.UUID, TeamGraph] = {}
+    for document, chunks, _, hashes in planned:
+        if settings.RAG_GRAPH_ENABLED and document.team_id not in graphs:
+            graphs[document.team_id] = team_graph(document.team_id, model_id)
+        if swap_chunks(document, chunks, hashes, known, model_id, graphs.get(document.team_id), llm_facts):
+            result.indexed.append(document.pk)
+            result.chunks += len(chunks)
+        else:
+            result.skipped.append(document.pk)
     return result
-
-
-_Planned = tuple[Document, list[TextChunk], list[str], list[str]]
-
-
-def _embedding_groups(planned: list[_Planned], known: Mapping[str, object]) -> list[tuple[list[_Planned], dict[str, str]]]:
-    """Consecutive documents in groups of about EMBED_GROUP_INPUTS new inputs (hash -> text), each input once."""
-    groups: list[tuple[list[_Planned], dict[str, str]]] = []
-    documents: list[_Planned] = []
-    texts: dict[str, str] = {}
-    assigned: set[str] = set(known)
-    for item in planned:
-        documents.append(item)
-        for text, h in zip(item[2], item[3], strict=True):
-            if h not in assigned:
-                assigned.add(h)
-                texts[h] = text
-        if len(texts) >= EMBED_GROUP_INPUTS:
-            groups.append((documents, texts))
-            documents, texts = [], {}
-    if documents:
-        groups.append((documents, texts))
-    return groups
-
-
-def _embed(provider: EmbeddingProvider, texts: list[str]) -> list:
-    if not texts:
-        return []
-    with provider_call(KIND_EMBEDDING, provider.model_id):
-        return provider.embed(texts)
 
 
 @transaction.atomic

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from rag.indexing.chunking import TextChunk
 from rag.indexing.pipeline import (
-    EMBED_GROUP_INPUTS,
     chunk_document,
     content_hash,
     embedding_input,
@@ -17,7 +15,6 @@ from rag.indexing.pipeline import (
 from rag.indexing.state import COALESCE_SECONDS
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.embeddings import get_embedding_provider
-from rag.providers.errors import PermanentProviderError
 from rag.providers.fakes import FakeEmbeddingProvider
 from tests.factories import DocumentFactory
 
@@ -281,46 +278,3 @@ def test_the_admin_reindex_action_queues_a_job_with_progress(cast, client, djang
     assert all(chunks_of(d) for d in docs)
     listing = client.get("/admin/documents/document/?index_state=indexed")
     assert all(d.title in listing.content.decode() for d in docs)
-
-
-def test_a_large_batch_is_embedded_in_groups_while_the_groups_before_are_written(cast):
-    texts = [f"Field note {i}: the heron count at pond {i} was {i * 3}." for i in range(2 * EMBED_GROUP_INPUTS + 5)]
-    texts.append(texts[0])  # the same content in the last group: embedded once, with the first group
-    docs = [DocumentFactory(collection=cast.handbook, title=f"Note {i}", text=text) for i, text in enumerate(texts)]
-    result = index_documents(document_ids=[d.pk for d in docs])
-    provider = get_embedding_provider()
-    assert [len(batch) for batch in provider.calls] == [EMBED_GROUP_INPUTS, EMBED_GROUP_INPUTS, 5]
-    assert sorted(result.indexed) == sorted(d.pk for d in docs) and result.embedded == len(texts) - 1
-    for doc in docs:
-        (chunk,) = chunks_of(doc)
-        assert list(chunk.embedding) == pytest.approx(provider._vector(chunk_input(chunk)))
-
-
-def chunk_input(chunk) -> str:
-    return embedding_input(TextChunk(0, chunk.chunk_text, 0, 0, chunk.metadata["heading_path"], False, False, 0))
-
-
-def test_a_provider_failure_mid_batch_keeps_the_groups_written_and_marks_the_rest_failed(cast, monkeypatch):
-    docs = [
-        DocumentFactory(collection=cast.handbook, title=f"Note {i}", text=f"Field note {i}: {i} herons at pond {i}.")
-        for i in range(3 * EMBED_GROUP_INPUTS)
-    ]
-    provider = get_embedding_provider()
-    real, calls = provider.embed, []
-
-    def second_call_fails(texts):
-        calls.append(texts)
-        if len(calls) == 2:
-            raise PermanentProviderError("503 the embedding service is gone")
-        return real(texts)
-
-    monkeypatch.setattr(provider, "embed", second_call_fails)
-    result = index_documents(document_ids=[d.pk for d in docs])
-    written, failed = docs[:EMBED_GROUP_INPUTS], docs[EMBED_GROUP_INPUTS:]
-    assert sorted(result.indexed) == sorted(d.pk for d in written)
-    assert set(result.failed) == {d.pk for d in failed}
-    assert all(len(chunks_of(d)) == 1 for d in written) and not any(chunks_of(d) for d in failed)
-    states = dict(IndexStatus.objects.filter(document__in=docs).values_list("document_id", "state"))
-    assert {states[d.pk] for d in written} == {IndexState.INDEXED} and {states[d.pk] for d in failed} == {IndexState.FAILED}
-    assert "service is gone" in IndexStatus.objects.get(document=failed[-1]).error
-    assert len(calls) <= 3, "the groups after a failure are not embedded (one may have started)"
