@@ -24,6 +24,10 @@ B = 0.4
 # is counted: document frequencies are those of the visible chunks. N and the average length
 # come in as parameters (stats.scope_index_stats, from the per-document status rows). The
 # numbers are cast to float8: bound as literals they would be numeric, several times slower.
+# One posting's BM25 term (the posting `p`, its lexeme's IDF `i.idf`), for the ranking and for
+# the candidates it did not return alike.
+_TERM = """i.idf * p.tf * (%(k1)s::float8 + 1)
+         / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))"""
 _SQL = """
 WITH ql AS (SELECT array_agg(lexeme) AS lex FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))),
 vd AS MATERIALIZED ({visible}),
@@ -33,8 +37,7 @@ p AS MATERIALIZED (
   WHERE k.model_id = %(model)s AND k.lexeme = ANY(ql.lex)),
 df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme),
 idf AS (SELECT lexeme, ln(1 + (greatest(%(n)s::float8, df) - df + 0.5) / (df + 0.5)) AS idf FROM df)
-SELECT p.chunk_id, sum(i.idf * p.tf * (%(k1)s::float8 + 1)
-                       / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))) AS score,
+SELECT p.chunk_id, sum({term}) AS score,
        (SELECT sum(idf) FROM idf)
          + ((SELECT cardinality(lex) FROM ql) - (SELECT count(*) FROM idf)) * ln(1 + (%(n)s::float8 + 0.5) / 0.5) AS ceiling,
        (SELECT json_object_agg(lexeme, idf) FROM idf) AS idfs
@@ -69,7 +72,7 @@ def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int
         "avgdl": avgdl,
     }
     with connection.cursor() as cursor:
-        cursor.execute(_SQL.format(visible=visible), params)
+        cursor.execute(_SQL.format(visible=visible, term=_TERM), params)
         rows = cursor.fetchall()
     # `relevance`: the score against what a chunk holding every query word once, at average length,
     # would get (a word no visible chunk holds counts with the IDF of an unseen word). Unlike the best
@@ -95,13 +98,19 @@ def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_i
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            """SELECT chunk_id, lexeme, tf, length FROM keyword_postings
-               WHERE chunk_id = ANY(%s) AND lexeme = ANY(%s) AND model_id = %s""",
-            [chunk_ids, list(ranking.idf), model_id],
+            f"""SELECT p.chunk_id, sum({_TERM}) FROM keyword_postings p
+                JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf) USING (lexeme)
+                WHERE p.chunk_id = ANY(%(chunks)s) AND p.model_id = %(model)s
+                GROUP BY p.chunk_id""",
+            {
+                "lexemes": list(ranking.idf),
+                "idfs": list(ranking.idf.values()),
+                "chunks": chunk_ids,
+                "model": model_id,
+                "k1": K1,
+                "b": B,
+                "avgdl": ranking.avgdl,
+            },
         )
         rows = cursor.fetchall()
-    scores: dict[int, float] = {}
-    for chunk_id, lexeme, tf, length in rows:
-        norm = K1 * (1 - B + B * length / ranking.avgdl)
-        scores[chunk_id] = scores.get(chunk_id, 0.0) + ranking.idf[lexeme] * tf * (K1 + 1) / (tf + norm)
-    return {chunk_id: min(1.0, score / ceiling) for chunk_id, score in scores.items()}
+    return {chunk_id: min(1.0, float(score) / ceiling) for chunk_id, score in rows}
