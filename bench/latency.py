@@ -105,7 +105,7 @@ def build(chunks: int) -> dict:
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, TokenScope, User
     from permissions.services import api_token_create
-    from rag.indexing.keyword_postings import refresh_search_vectors
+    from rag.indexing.keyword_postings import keyword_columns, write_postings
     from rag.models import Chunk, IndexState, IndexStatus, Mention
     from rag.retrieval.vector_index import ensure_vector_index
 
@@ -124,6 +124,11 @@ def build(chunks: int) -> dict:
         CollectionMembership.objects.create(collection=collections[0], user=reader, role=Role.READ)
         rng = np.random.default_rng(7)
         source = source_chunks()
+        # Each abstract's keyword columns, as indexing computes them before writing its chunks: once, for every copy.
+        keywords = [
+            keyword_columns(title=src["title"], chunks=[(c[1], c[4].get("heading_path", [])) for c in src["chunks"]])
+            for src in source
+        ]
         now = timezone.now()
         made, copy, started = 0, 0, time.perf_counter()
         with connection.cursor() as cursor:
@@ -154,7 +159,9 @@ def build(chunks: int) -> dict:
                             updated_at=now,
                         )
                     )
-                    for index, text, start, end, metadata, vector in doc_chunks:
+                    for (index, text, start, end, metadata, vector), (search_vector, doc_length) in zip(
+                        doc_chunks, keywords[i], strict=False
+                    ):
                         if copy:
                             vector = vector + rng.normal(0, NOISE, vector.shape).astype(np.float32)
                             vector /= np.linalg.norm(vector)
@@ -171,7 +178,8 @@ def build(chunks: int) -> dict:
                                 start,
                                 end,
                                 json.dumps(metadata),
-                                0,
+                                search_vector,
+                                doc_length,
                                 now,
                             )
                         )
@@ -180,13 +188,13 @@ def build(chunks: int) -> dict:
                 IndexStatus.objects.bulk_create(statuses, batch_size=2000)
                 with cursor.cursor.copy(
                     "COPY document_embeddings (document_id, team_id, chunk_index, chunk_text, document_version, content_hash, "
-                    "model_id, embedding, start_offset, end_offset, metadata, doc_length, created_at) FROM STDIN"
+                    "model_id, embedding, start_offset, end_offset, metadata, search_vector, doc_length, created_at) FROM STDIN"
                 ) as copy_in:
                     for row in rows:
                         copy_in.write_row(row)
                 ids = [d.pk for d in batch_docs]
                 for i in range(0, len(ids), 2000):
-                    refresh_search_vectors(document_ids=ids[i : i + 2000], model_id=MODEL)
+                    write_postings(document_ids=ids[i : i + 2000], model_id=MODEL)
                 copy += 1
                 print(f"  built {made}/{chunks} chunks ({time.perf_counter() - started:.0f}s)", file=sys.stderr)
             cursor.execute("SET maintenance_work_mem = '1GB'")

@@ -60,6 +60,9 @@ class KeywordPosting(models.Model):
     lexeme = models.TextField()
     document_id = models.UUIDField()
     document_version = models.PositiveIntegerField()
+    # The document's collection (kept right on a move by a trigger, migration 0016): the index reads only
+    # the postings of the collections a viewer can read.
+    collection_id = models.UUIDField()
     model_id = models.CharField(max_length=200)
     tf = models.PositiveSmallIntegerField(help_text="Occurrences of the lexeme in the chunk's keyword text.")
     length = models.PositiveIntegerField(help_text="The chunk's doc_length, for BM25's length normalisation.")
@@ -68,9 +71,9 @@ class KeywordPosting(models.Model):
         db_table = "keyword_postings"
         indexes = [
             models.Index(
-                fields=["model_id", "lexeme"],
+                fields=["model_id", "lexeme", "collection_id"],
                 include=["document_id", "document_version", "chunk", "tf", "length"],
-                name="posting_lexeme_covering",
+                name="posting_lexeme_collection",
             )
         ]
 

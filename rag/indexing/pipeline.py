@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 
 from config.metrics import KIND_EMBEDDING, provider_call
 from documents.models import Document
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
 from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
-from rag.indexing.keyword_postings import refresh_search_vectors, refresh_title
+from rag.indexing.keyword_postings import keyword_columns, refresh_title, write_postings
 from rag.indexing.serving import record_first_model, serving_models_of, switch_covered_teams
 from rag.indexing.state import set_state
 from rag.models import Chunk, IndexState, IndexStatus
@@ -216,6 +217,7 @@ def swap_chunks(
         return False
     first_index = not Chunk.objects.filter(document_id=document.pk, model_id=model_id).exists()
     Chunk.objects.filter(document_id=document.pk, model_id=model_id).delete()
+    keywords = keyword_columns(title=document.title, chunks=[(c.text, c.heading_path) for c in chunks])
     rows = Chunk.objects.bulk_create(
         [
             Chunk(
@@ -235,13 +237,15 @@ def swap_chunks(
                     "has_table": c.has_table,
                     "token_count": c.token_count,
                 },
+                search_vector=RawSQL("%s::tsvector", (search_vector,)),
+                doc_length=doc_length,
             )
-            for c, h in zip(chunks, hashes, strict=False)
+            for c, h, (search_vector, doc_length) in zip(chunks, hashes, keywords, strict=True)
         ]
     )
     set_state([document.pk], model_id, IndexState.INDEXED, indexed_version=document.version, chunk_count=len(chunks), error="")
     team_changed(document.team_id)  # what the team can retrieve has changed: no cached answer may outlive it
-    refresh_search_vectors(document_ids=[document.pk], model_id=model_id)
+    write_postings(document_ids=[document.pk], model_id=model_id)
     if settings.RAG_GRAPH_ENABLED:
         graph = graph or team_graph(document.team_id, model_id)
         write_document_facts(document=document, chunks=rows, matcher=graph.matcher)

@@ -19,9 +19,11 @@ TEXT_SEARCH_CONFIG = "english"
 K1 = 0.9
 B = 0.4
 
-# BM25 over the postings of the query's lexemes only (an index-only scan of one index, however
-# many chunks there are), joined with the visible documents' current versions before anything
-# is counted: document frequencies are those of the visible chunks. N and the average length
+# BM25 over the postings of the query's lexemes in the visible documents' collections only (an
+# index-only scan of one index, skipping the collections the viewer cannot read, however many
+# chunks there are), joined with the visible documents' current versions before anything is
+# counted: document frequencies are those of the visible chunks. (The collection only narrows the
+# scan; the join decides what is visible.) N and the average length
 # come in as parameters (stats.scope_index_stats, from the per-document status rows). The
 # numbers are cast to float8: bound as literals they would be numeric, several times slower.
 # One posting's BM25 term (the posting `p`, its lexeme's IDF `i.idf`), for the ranking and for
@@ -34,7 +36,8 @@ vd AS MATERIALIZED ({visible}),
 p AS MATERIALIZED (
   SELECT k.lexeme, k.chunk_id, k.tf, k.length
   FROM keyword_postings k JOIN vd ON vd.id = k.document_id AND vd.version = k.document_version, ql
-  WHERE k.model_id = %(model)s AND k.lexeme = ANY(ql.lex)),
+  WHERE k.model_id = %(model)s AND k.lexeme = ANY(ql.lex)
+    AND k.collection_id = ANY(ARRAY(SELECT DISTINCT collection_id FROM vd))),
 df AS (SELECT lexeme, count(*)::float8 AS df FROM p GROUP BY lexeme),
 idf AS (SELECT lexeme, ln(1 + (greatest(%(n)s::float8, df) - df + 0.5) / (df + 0.5)) AS idf FROM df)
 SELECT p.chunk_id, sum({term}) AS score,

@@ -104,3 +104,31 @@ def test_visible_to_matches_an_independent_oracle_on_a_random_permission_matrix(
             checked_visible += len(expected)
     # The matrix must exercise both outcomes, or the comparison proves little.
     assert 0 < checked_visible < len(users) * len(docs) * 2
+
+
+def each_way_ids(user) -> tuple[list, list]:
+    through_collection, only_shared = Document.objects.visible_to_each_way(user)
+    return sorted(through_collection.values_list("id", flat=True)), sorted(only_shared.values_list("id", flat=True))
+
+
+def test_each_way_a_document_visible_both_ways_comes_once_through_its_collection(cast):
+    doc = DocumentFactory(collection=cast.private)
+    DocumentMembershipFactory(document=doc, user=cast.alice)
+    shared_with_bob = DocumentFactory(collection=cast.private)
+    DocumentMembershipFactory(document=shared_with_bob, user=cast.bob)
+    assert each_way_ids(cast.alice) == (sorted([doc.pk, shared_with_bob.pk]), [])
+    assert each_way_ids(cast.bob) == ([], [shared_with_bob.pk])
+    assert each_way_ids(cast.charlie) == ([], [])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_two_ways_are_disjoint_and_their_union_is_visible_to(db, seed):
+    """Search reads the visible set as the UNION ALL of the two ways: no document twice, none missing."""
+    users, docs, collections, group_members, coll_users, coll_groups, doc_users = build_random_matrix(seed)
+    shared_only_seen = 0
+    for user in users:
+        through_collection, only_shared = each_way_ids(user)
+        assert not set(through_collection) & set(only_shared), user.username
+        assert sorted(through_collection + only_shared) == sorted(visible_ids(user)), user.username
+        shared_only_seen += len(only_shared)
+    assert shared_only_seen > 0, "the matrix must share some document outside a readable collection"

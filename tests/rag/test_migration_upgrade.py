@@ -48,11 +48,15 @@ CHUNKS = """SELECT id, document_id, chunk_index, document_version, model_id, chu
 DOCUMENTS_AND_STATUSES = """SELECT d.id, d.team_id, d.collection_id, d.title, d.version, s.model_id, s.state, s.indexed_version, s.chunk_count
                             FROM documents_document d JOIN document_index_status s ON s.document_id = d.id
                             ORDER BY d.id, s.model_id"""
-# Every posting a chunk's keyword columns call for.
-EXPECTED_POSTINGS = """SELECT e.id, u.lexeme, e.document_id, e.document_version, e.model_id,
+# Every posting a chunk's keyword columns call for, as the app wrote them before postings carried the collection...
+EARLIER_POSTINGS = """SELECT e.id, u.lexeme, e.document_id, e.document_version, e.model_id,
+                             least(cardinality(u.positions), 32767), e.doc_length
+                      FROM document_embeddings e, unnest(e.search_vector) u"""
+# ...and with their document's collection, as the latest state holds them.
+EXPECTED_POSTINGS = """SELECT e.id, u.lexeme, e.document_id, e.document_version, d.collection_id, e.model_id,
                               least(cardinality(u.positions), 32767), e.doc_length
-                       FROM document_embeddings e, unnest(e.search_vector) u"""
-POSTINGS = "SELECT chunk_id, lexeme, document_id, document_version, model_id, tf, length FROM keyword_postings"
+                       FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id, unnest(e.search_vector) u"""
+POSTINGS = "SELECT chunk_id, lexeme, document_id, document_version, collection_id, model_id, tf, length FROM keyword_postings"
 KEYWORD_LENGTHS = """SELECT s.document_id, s.model_id, s.keyword_length,
                             (SELECT coalesce(sum(e.doc_length), 0) FROM document_embeddings e
                              WHERE e.document_id = s.document_id AND e.model_id = s.model_id)
@@ -163,7 +167,7 @@ def seed(apps: Apps, *, headings: bool) -> None:
     if "keyword_postings" in connection.introspection.table_names():
         execute(
             f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
-            f"{EXPECTED_POSTINGS}"
+            f"{EARLIER_POSTINGS}"
         )
 
 
