@@ -403,7 +403,7 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
 
     scope = search_scope(user=user)
     provider_vectors = [embed_query(q) for q in queries[:n]]
-    recalls, short, hnsw_ms, exact_ms = [], 0, [], []
+    recalls, near_recalls, short, hnsw_ms, exact_ms = [], [], 0, [], []
     # Each path named; the walk bounded as search bounds it, from the scope's share of the index.
     rank = functools.partial(
         vector_ranking,
@@ -426,8 +426,12 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
         # Ties between copies are possible; a hit counts if it scores at least the exact 10th best.
         kth = exact[-1].score if exact else 0.0
         recalls.append(sum(h.score >= kth - 1e-6 for h in hnsw) / max(len(exact), 1))
+        # ann-benchmarks' definition (ann_benchmarks/plotting/metrics.py, knn_threshold): a hit counts when its
+        # distance is within 1e-3 of the exact 10th's. The corpus's noisy copies of one abstract lie that close.
+        near_recalls.append(sum(h.score >= kth - 1e-3 for h in hnsw) / max(len(exact), 1))
     return {
         "recall@10": statistics.mean(recalls),
+        "near_recall@10": statistics.mean(near_recalls),
         "min_recall@10": min(recalls),
         "short_pages": short,
         "n": len(recalls),
@@ -509,7 +513,8 @@ def main() -> None:
                 f"  [{label}] {mode:15s} HTTP p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  short pages {r['short_pages']}/{r['n']}"
             )
     print(
-        f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}), "
+        f"  HNSW (iterative scan) recall@10 vs exact {recall['recall@10']:.4f} (min {recall['min_recall@10']:.2f}; "
+        f"within 1e-3 of the exact 10th's distance, as ann-benchmarks counts: {recall['near_recall@10']:.4f}), "
         f"short pages {recall['short_pages']}/{recall['n']}; in-process vector ranking p50: exact {recall['exact_p50_ms']:.1f} ms, "
         f"HNSW {recall['hnsw_p50_ms']:.1f} ms"
     )

@@ -69,7 +69,7 @@ class EntityDetail:
 def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offset: int = 0) -> tuple[list[EntitySummary], int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.sql}),
+            f"""WITH v AS MATERIALIZED ({scope.whole_sql}),
                 counted AS (
                     -- A document's title is a `document` only to viewers who can read a document so titled.
                     SELECT e.id, e.name,
@@ -82,7 +82,7 @@ def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offs
                     GROUP BY e.id, e.name, e.kind)
                 SELECT id, name, kind, mentions, documents, count(*) OVER () FROM counted
                 ORDER BY mentions DESC, name, id LIMIT %s OFFSET %s""",
-            [*scope.params, serving_model(scope.user.team_id).model_id, scope.user.team_id, *params, limit, offset],
+            [*scope.whole_params, serving_model(scope.user.team_id).model_id, scope.user.team_id, *params, limit, offset],
         )
         rows = cursor.fetchall()
     return [EntitySummary(*row[:5]) for row in rows], (rows[0][5] if rows else 0)
@@ -107,7 +107,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
     model_id = serving_model(user.team_id).model_id
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.sql}),
+            f"""WITH v AS MATERIALIZED ({scope.whole_sql}),
                 edges AS (
                     SELECT r.target_id AS other, 'out' AS direction, r.predicate, r.confidence, r.weight, r.chunk_id
                     FROM graph_relations r JOIN v ON v.id = r.document_id AND v.version = r.document_version
@@ -121,7 +121,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                     FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id)
                 SELECT b.other, b.direction, b.predicate, b.confidence, b.weight, c.document_id, c.document_version, c.chunk_index
                 FROM best b JOIN document_embeddings c ON c.id = b.chunk_id""",
-            [*scope.params, entity_id, model_id, entity_id, model_id, entity_id],
+            [*scope.whole_params, entity_id, model_id, entity_id, model_id, entity_id],
         )
         edges = cursor.fetchall()
     others, _ = _summaries(scope, "e.id = ANY(%s)", [[row[0] for row in edges]], limit=10_000) if edges else ([], 0)
@@ -132,11 +132,12 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
             for o, d, p, c, w, doc, version, index in edges
             if o in by_id
         ),
-        key=lambda n: (-n.weight, n.predicate, n.entity.name),
+        # A total order: a page cut among ties must not depend on the order the rows came in.
+        key=lambda n: (-n.weight, n.predicate, n.entity.name, n.direction, n.chunk),
     )[:limit]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.sql})
+            f"""WITH v AS MATERIALIZED ({scope.whole_sql})
                 SELECT e.document_id, e.document_version, e.chunk_index, d.title, e.chunk_text
                 FROM graph_mentions m
                 JOIN v ON v.id = m.document_id AND v.version = m.document_version
@@ -144,7 +145,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                 JOIN documents_document d ON d.id = e.document_id
                 WHERE m.entity_id = %s AND m.model_id = %s AND {mention_counts("m", "v")}
                 ORDER BY m.subject DESC, m.count DESC, e.id LIMIT %s""",
-            [*scope.params, entity_id, model_id, limit],
+            [*scope.whole_params, entity_id, model_id, limit],
         )
         passages = [
             Passage(chunk=chunk_ref(doc, version, index), document_id=doc, title=title, chunk_index=index, text=text)
@@ -158,13 +159,13 @@ def passage_get(*, user: User, document_id: uuid.UUID, version: int, chunk_index
     scope = search_scope(user=user, document_id=document_id)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.sql})
+            f"""WITH v AS MATERIALIZED ({scope.whole_sql})
                 SELECT d.title, e.chunk_text, e.start_offset, e.end_offset
                 FROM document_embeddings e
                 JOIN v ON v.id = e.document_id AND v.version = e.document_version
                 JOIN documents_document d ON d.id = e.document_id
                 WHERE e.document_id = %s AND e.document_version = %s AND e.chunk_index = %s AND e.model_id = %s""",
-            [*scope.params, document_id, version, chunk_index, serving_model(user.team_id).model_id],
+            [*scope.whole_params, document_id, version, chunk_index, serving_model(user.team_id).model_id],
         )
         row = cursor.fetchone()
     if row is None:

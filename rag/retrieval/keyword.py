@@ -60,7 +60,7 @@ class KeywordRanking(NamedTuple):
 
 def keyword_ranking(*, scope: SearchScope, query: str, model_id: str, limit: int, stats: IndexStats) -> KeywordRanking:
     """The `limit` best chunks by BM25, scored with the scope's statistics `stats`."""
-    visible, visible_params = scope.named
+    visible, visible_params = scope.whole_named  # read whole, materialised (vd)
     n = float(max(stats.chunks, 1))
     avgdl = max(stats.keyword_length / n, 1.0)
     params = {

@@ -33,7 +33,7 @@ def scope_index_stats(scope: SearchScope, *, model_id: str) -> IndexStats:
     cached = cache.get(key)
     if cached is not None:
         return IndexStats(*cached)
-    visible, params = scope.sql, scope.params
+    visible, params = scope.whole_sql, scope.whole_params
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0), coalesce(sum(s.keyword_length), 0) "

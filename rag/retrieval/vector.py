@@ -137,13 +137,13 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH v AS MATERIALIZED ({scope.sql}),"
+            f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
             f" c AS MATERIALIZED (SELECT {_COLUMNS}, e.embedding <=> %s::vector AS distance"
             f"   FROM document_embeddings e WHERE e.model_id = %s AND e.document_id = ANY(ARRAY(SELECT id FROM v)))"
             f" SELECT c.id, c.document_id, c.chunk_index, c.start_offset, c.end_offset, c.document_version, 1 - c.distance"
             f" FROM c JOIN v ON v.id = c.document_id AND v.version = c.document_version"
             f" ORDER BY c.distance, c.id LIMIT %s",
-            [*scope.params, literal, model_id, limit],
+            [*scope.whole_params, literal, model_id, limit],
         )
         return cursor.fetchall()
 

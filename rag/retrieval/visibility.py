@@ -7,6 +7,7 @@ that each ranking query joins its chunks with, inside its WHERE clause, before a
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,25 +17,45 @@ from documents.models import Document
 from permissions.models import User
 
 
+def _named(sql: str, params: tuple) -> tuple[str, dict]:
+    """`sql` with named parameters (`%(v0)s`, ...), for queries written with named ones."""
+    # Protect literal %% while numbering the positional placeholders in order.
+    sql = sql.replace("%%", "\x00")
+    for i in range(len(params)):
+        sql = sql.replace("%s", f"%(v{i})s", 1)
+    return sql.replace("\x00", "%%"), {f"v{i}": value for i, value in enumerate(params)}
+
+
 @dataclass(frozen=True)
 class SearchScope:
-    """What one search may read: the viewer's visible documents, optionally narrowed, as SQL."""
+    """What one search may read: the viewer's visible documents, optionally narrowed, as SQL.
+
+    The same set in two shapes, for the two ways a query reads it. `sql` is the policy as one filter on
+    the documents (an OR of the two ways in): for a query that checks candidate rows against it one by
+    one (an HNSW walk, a graph hop), each check a primary-key lookup with the readable collections
+    computed once. `whole_sql` is the UNION ALL of the two disjoint ways (visible_to_each_way): for a
+    query that reads the whole set first (materialised), each way read through its own index. Used the
+    other way round, each shape costs several times more (docs/benchmarks.md, issue 17, ninth session).
+    """
 
     user: User
     collection_id: uuid.UUID | None
     document_id: uuid.UUID | None
     sql: str
     params: tuple
+    whole_sql: str
+    whole_params: tuple
     tags: tuple[str, ...] = ()
 
     @cached_property
     def named(self) -> tuple[str, dict]:
-        """The same SQL with named parameters (`%(v0)s`, ...), for queries written with named ones."""
-        # Protect literal %% while numbering the positional placeholders in order.
-        sql = self.sql.replace("%%", "\x00")
-        for i in range(len(self.params)):
-            sql = sql.replace("%s", f"%(v{i})s", 1)
-        return sql.replace("\x00", "%%"), {f"v{i}": value for i, value in enumerate(self.params)}
+        """`sql` with named parameters."""
+        return _named(self.sql, self.params)
+
+    @cached_property
+    def whole_named(self) -> tuple[str, dict]:
+        """`whole_sql` with named parameters."""
+        return _named(self.whole_sql, self.whole_params)
 
     @property
     def cache_key(self) -> str:
@@ -45,8 +66,19 @@ class SearchScope:
 # Compiled policies by (user, team, collection, document, tags). The SQL holds only these ids and tags as
 # parameters: memberships, access and documents are read when it runs, so it never goes stale, and
 # compiling it (the ORM building its subqueries) costs several times what running it does. Cleared when full.
-_COMPILED: dict[tuple, tuple[str, tuple]] = {}
+_COMPILED: dict[tuple, tuple[str, tuple, str, tuple]] = {}
 _COMPILED_MAX = 10_000
+_COLUMNS = ("id", "version", "collection_id")
+
+
+def _narrowed(qs, *, collection_id: uuid.UUID | None, document_id: uuid.UUID | None, tags: tuple[str, ...]):
+    if collection_id is not None:
+        qs = qs.filter(collection_id=collection_id)
+    if document_id is not None:
+        qs = qs.filter(pk=document_id)
+    if tags:
+        qs = qs.filter(tags__contains=list(tags))
+    return qs.order_by().values(*_COLUMNS)
 
 
 def search_scope(
@@ -57,25 +89,26 @@ def search_scope(
     tags: Sequence[str] = (),
 ) -> SearchScope:
     """Compile the policy for `user` (narrowed to a collection, a document, documents carrying every one of
-    `tags`) to SQL selecting (id, version, collection_id)."""
+    `tags`) to SQL selecting (id, version, collection_id), in both shapes."""
     wanted = tuple(sorted(tags))
     key = (user.pk, user.team_id, user.is_authenticated, collection_id, document_id, wanted)
     compiled = _COMPILED.get(key)
     if compiled is None:
-        # The policy's two disjoint ways in, each narrowed, as one UNION ALL (see visible_to_each_way).
-        ways = []
-        for qs in Document.objects.visible_to_each_way(user):
-            if collection_id is not None:
-                qs = qs.filter(collection_id=collection_id)
-            if document_id is not None:
-                qs = qs.filter(pk=document_id)
-            if wanted:
-                qs = qs.filter(tags__contains=list(wanted))
-            ways.append(qs.order_by().values("id", "version", "collection_id"))
-        through_collection, only_shared = ways
-        sql, params = through_collection.union(only_shared, all=True).query.sql_with_params()
+        narrow = functools.partial(_narrowed, collection_id=collection_id, document_id=document_id, tags=wanted)
+        sql, params = narrow(Document.objects.visible_to(user)).query.sql_with_params()
+        through_collection, only_shared = (narrow(qs) for qs in Document.objects.visible_to_each_way(user))
+        whole_sql, whole_params = through_collection.union(only_shared, all=True).query.sql_with_params()
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
-        compiled = _COMPILED[key] = (sql, tuple(params))
-    sql, params = compiled
-    return SearchScope(user=user, collection_id=collection_id, document_id=document_id, sql=sql, params=params, tags=wanted)
+        compiled = _COMPILED[key] = (sql, tuple(params), whole_sql, tuple(whole_params))
+    sql, params, whole_sql, whole_params = compiled
+    return SearchScope(
+        user=user,
+        collection_id=collection_id,
+        document_id=document_id,
+        sql=sql,
+        params=params,
+        whole_sql=whole_sql,
+        whole_params=whole_params,
+        tags=wanted,
+    )
