@@ -101,10 +101,17 @@ def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_i
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""SELECT p.chunk_id, sum({_TERM}) FROM keyword_postings p
-                JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf) USING (lexeme)
-                WHERE p.chunk_id = ANY(%(chunks)s) AND p.model_id = %(model)s
-                GROUP BY p.chunk_id""",
+            # Each candidate's postings of the query's words, looked up in the primary key (chunk, lexeme).
+            # OFFSET 0 keeps the subquery per candidate: flattened, the planner reads every posting of the
+            # query's words from the covering index and hashes them against the candidates (~19 ms for 100
+            # candidates at 100k chunks, against ~1 ms; docs/benchmarks.md, issue 17, ninth session).
+            f"""SELECT c.id, sum({_TERM})
+                FROM unnest(%(chunks)s::int8[]) AS c(id),
+                     LATERAL (SELECT k.lexeme, k.tf, k.length FROM keyword_postings k
+                              WHERE k.chunk_id = c.id AND k.lexeme = ANY(%(lexemes)s::text[]) AND k.model_id = %(model)s
+                              OFFSET 0) p
+                JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf) ON i.lexeme = p.lexeme
+                GROUP BY c.id""",
             {
                 "lexemes": list(ranking.idf),
                 "idfs": list(ranking.idf.values()),
