@@ -126,8 +126,7 @@ def build(chunks: int) -> dict:
         source = source_chunks()
         # Each abstract's keyword columns, as indexing computes them before writing its chunks: once, for every copy.
         keywords = [
-            keyword_columns(title=src["title"], chunks=[(c[1], c[4].get("heading_path", [])) for c in src["chunks"]])
-            for src in source
+            keyword_columns(chunks=[(src["title"], c[1], c[4].get("heading_path", [])) for c in src["chunks"]]) for src in source
         ]
         now = timezone.now()
         made, copy, started = 0, 0, time.perf_counter()

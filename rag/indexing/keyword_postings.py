@@ -29,8 +29,8 @@ def _keyword_vector(*, title: str, headings: str, text: str) -> str:
 _LENGTH = "coalesce((SELECT sum(cardinality(u.positions)) FROM unnest({v}) u), 0)"
 
 
-def keyword_columns(*, title: str, chunks: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[str, int]]:
-    """The keyword columns (search_vector as text, doc_length) of new chunks, given as (text, heading path).
+def keyword_columns(*, chunks: Sequence[tuple[str, str, Sequence[str]]]) -> list[tuple[str, int]]:
+    """The keyword columns (search_vector as text, doc_length) of new chunks, given as (document title, text, heading path).
 
     Computed before the chunks are written, so each is written once: filled in by an UPDATE after the
     insert, most chunk rows (a page holds few, vectors inline) would be written again elsewhere, with
@@ -41,14 +41,15 @@ def keyword_columns(*, title: str, chunks: Sequence[tuple[str, Sequence[str]]]) 
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT x.v::text, {_LENGTH.format(v="x.v")}
-                FROM unnest(%(texts)s::text[], %(headings)s::text[]) WITH ORDINALITY AS c(chunk_text, heading_path, n),
-                     LATERAL (SELECT {_keyword_vector(title="%(title)s", headings="c.heading_path::jsonb", text="c.chunk_text")} AS v) x
+                FROM unnest(%(titles)s::text[], %(texts)s::text[], %(headings)s::text[])
+                       WITH ORDINALITY AS c(title, chunk_text, heading_path, n),
+                     LATERAL (SELECT {_keyword_vector(title="c.title", headings="c.heading_path::jsonb", text="c.chunk_text")} AS v) x
                 ORDER BY c.n""",
             {
                 "cfg": TEXT_SEARCH_CONFIG,
-                "title": title,
-                "texts": [text for text, _ in chunks],
-                "headings": [json.dumps(list(path)) for _, path in chunks],
+                "titles": [title for title, _, _ in chunks],
+                "texts": [text for _, text, _ in chunks],
+                "headings": [json.dumps(list(path)) for _, _, path in chunks],
             },
         )
         return [(vector, int(length)) for vector, length in cursor.fetchall()]

@@ -109,7 +109,7 @@ def test_a_stale_version_is_never_swapped_in(cast):
     chunks = chunk_document(stale, get_embedding_provider())
     hashes = [content_hash(embedding_input(c)) for c in chunks]
     vectors = dict(zip(hashes, get_embedding_provider().embed([embedding_input(c) for c in chunks]), strict=False))
-    assert swap_chunks(stale, chunks, hashes, vectors, "fake-embedding") is False
+    assert swap_chunks([(stale, chunks, hashes)], vectors, "fake-embedding") == set()
     assert chunks_of(doc) == []
 
 
