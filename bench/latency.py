@@ -20,6 +20,7 @@ HNSW index, PostgreSQL's memory settings and the proportional set size of its pr
 Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
             .venv/bin/python bench/latency.py --chunks 300000             (10% visible, as every size)
             .venv/bin/python bench/latency.py --chunks 100000 --storage-only
+            .venv/bin/python bench/latency.py --chunks 1000000 --no-graph   (no graph facts: hybrid without the graph, vector, keyword)
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def source_chunks() -> list[dict]:
     return list(docs.values())
 
 
-def build(chunks: int) -> dict:
+def build(chunks: int, *, graph: bool = True) -> dict:
     """Create (or reuse) the corpus of exactly `chunks` chunks; returns the reader's token and counts."""
     from django.core.management import call_command
     from django.db import connection
@@ -203,7 +204,7 @@ def build(chunks: int) -> dict:
             # VACUUM sets the visibility map, so keyword postings are read index-only from the start
             # (autovacuum does the same for a live server after its first inserts).
             cursor.execute("VACUUM ANALYZE")
-    if not Mention.objects.filter(chunk__team=team).exists():
+    if graph and not Mention.objects.filter(chunk__team=team).exists():
         build_graph_facts(team)
     reader = User.objects.filter(team=team).earliest("pk")  # the team's one user, made above with it
     token = api_token_create(user=reader, scope=TokenScope.READ, name="latency bench").plaintext
@@ -439,13 +440,13 @@ def measure_recall(user, queries: list[str], n: int) -> dict:
     }
 
 
-def measure_split(user, queries: list[str]) -> dict:
+def measure_split(user, queries: list[str], weights: tuple[float, ...] | None = None) -> dict:
     """Median in-process latency split of hybrid searches (the same stages rag.search logs)."""
     from rag.retrieval.search import search
 
     splits: dict[str, list[float]] = {}
     for query in queries:
-        result = search(user=user, query=query, limit=10, threshold=0.0, mode="hybrid")
+        result = search(user=user, query=query, limit=10, threshold=0.0, mode="hybrid", weights=weights)
         for stage, ms in result.latency.items():
             splits.setdefault(stage, []).append(ms)
     return {stage: round(statistics.median(values), 1) for stage, values in splits.items()}
@@ -457,6 +458,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=150, help="queries per mode over HTTP (five modes)")
     parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--storage-only", action="store_true", help="build or reuse the corpus, report disk and memory only")
+    parser.add_argument(
+        "--no-graph", action="store_true", help="skip the graph facts (an hour at 1M chunks) and the modes that read them"
+    )
     args = parser.parse_args()
     if len(args.chunks) > 1:
         # One database per process: Django connects once. Run each size in a child process.
@@ -472,6 +476,7 @@ def main() -> None:
                     "--recall-queries",
                     str(args.recall_queries),
                     *(["--storage-only"] if args.storage_only else []),
+                    *(["--no-graph"] if args.no_graph else []),
                 ],
                 check=True,
             )
@@ -481,7 +486,7 @@ def main() -> None:
     quiet_http_logs()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     started = time.perf_counter()
-    corpus = build(chunks)
+    corpus = build(chunks, graph=not args.no_graph)
     print(f"corpus ready in {time.perf_counter() - started:.0f}s (built now, or reused)")
     if args.storage_only:
         print_storage(storage())
@@ -495,7 +500,10 @@ def main() -> None:
     if chunks >= 100_000:
         (ROOT / "var" / "bench-latency.json").write_text(json.dumps(corpus))
     recall = measure_recall(user, queries[::-1], args.recall_queries)
-    split = measure_split(user, queries[300:350])
+    split = measure_split(user, queries[300:350], weights=(2, 1, 0) if args.no_graph else None)
+    if args.no_graph:
+        for label in ("hybrid", "graph"):
+            HTTP_MODES.pop(label)
     runs = {}
     # The default, and every scope above the smallest left to the cost model (rag.retrieval.vector.choose_path).
     for label, extra in (("default", {}), ("no exact floor", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
