@@ -43,14 +43,20 @@ WALK_SLACK = 4
 MAX_SCAN_TUPLES = 50_000
 
 
-def ef_search(limit: int) -> int:
-    return min(1000, max(EF_SEARCH, 4 * limit))
+# A larger index needs a wider list for the same recall: at least one candidate per this many chunks of
+# the model's index (a walk filtered to 10% of 1M chunks: recall@10 0.73 with 400, 0.84 with 1000 over
+# 60 queries, at the same latency; docs/benchmarks.md, issue 17, ninth session). 1000 is pgvector's maximum.
+CHUNKS_PER_CANDIDATE = 1000
+
+
+def ef_search(limit: int, model_chunks: int = 0) -> int:
+    return min(1000, max(EF_SEARCH, 4 * limit, model_chunks // CHUNKS_PER_CANDIDATE))
 
 
 def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
     """Index entries an iterative HNSW scan reads before `limit` of them are in a scope of `scope_chunks`."""
     share = min(1.0, max(scope_chunks, 1) / max(model_chunks, 1))
-    return max(ef_search(limit), int(limit / share))
+    return max(ef_search(limit, model_chunks), int(limit / share))
 
 
 def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
@@ -85,7 +91,8 @@ def vector_ranking(
     rows = None
     if path == "hnsw":
         walk = expected_walk(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks)
-        rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, walk=walk)
+        ef = ef_search(limit, model_chunks)
+        rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, walk=walk, ef=ef)
         if len(rows) < min(limit, scope_chunks):
             rows = None  # the walk gave up before the page was full: scan the scope instead
     if rows is None:
@@ -148,7 +155,7 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
         return cursor.fetchall()
 
 
-def _walk(scope: SearchScope, literal: str, *, model_id: str, dimension: int, limit: int, walk: int) -> list[tuple]:
+def _walk(scope: SearchScope, literal: str, *, model_id: str, dimension: int, limit: int, walk: int, ef: int) -> list[tuple]:
     """Through the model's HNSW index, with an iterative scan that walks on until `limit` rows are in scope.
 
     Relaxed order (strict order costs more and gains nothing: the rows are sorted again outside the
@@ -158,10 +165,8 @@ def _walk(scope: SearchScope, literal: str, *, model_id: str, dimension: int, li
     distance = f"({vector_expression(dimension, 'e')} <=> %s::vector({int(dimension)}))"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [ef_search(limit)])
-        cursor.execute(
-            "SET LOCAL hnsw.max_scan_tuples = %s", [min(MAX_SCAN_TUPLES, max(2 * ef_search(limit), WALK_SLACK * walk))]
-        )
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [ef])
+        cursor.execute("SET LOCAL hnsw.max_scan_tuples = %s", [min(MAX_SCAN_TUPLES, max(2 * ef, WALK_SLACK * walk))])
         # The path is chosen above from the counted scope: the planner, estimating the scope's size
         # from statistics, could otherwise sort the scope's chunks itself (a slow exact scan of a
         # wide scope). A sort costs it more than the index walk this way.

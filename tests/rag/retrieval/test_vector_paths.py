@@ -67,7 +67,7 @@ def far_scope(db, cast):
 
 def test_a_walk_that_gives_up_before_the_page_is_full_is_finished_by_an_exact_scan(cast, far_scope, monkeypatch):
     # A walk allowed one index entry: the owls around the query are all out of bob's scope.
-    monkeypatch.setattr(vector, "ef_search", lambda limit: 1)
+    monkeypatch.setattr(vector, "ef_search", lambda limit, model_chunks=0: 1)
     monkeypatch.setattr(vector, "MAX_SCAN_TUPLES", 1)
     walked: list[int] = []
     walk = vector._walk
