@@ -99,7 +99,9 @@ def test_a_walk_reads_the_hnsw_index(cast, far_scope):
 
     scope = search_scope(user=cast.alice)
     with connection.execute_wrapper(capture):
-        vector._walk(scope, "[" + ",".join(["0.05"] * 384) + "]", model_id="fake-embedding", dimension=384, limit=10, walk=400)
+        vector._walk(
+            scope, "[" + ",".join(["0.05"] * 384) + "]", model_id="fake-embedding", dimension=384, limit=10, walk=400, ef=400
+        )
     settings_ = [(sql, values) for sql, values in statements if sql.startswith("SET LOCAL")]
     ((ranking, params),) = [(sql, values) for sql, values in statements if sql.startswith("WITH v AS")]
     with transaction.atomic(), connection.cursor() as cursor:
