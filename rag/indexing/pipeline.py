@@ -202,11 +202,6 @@ def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) 
     return result
 
 
-def _keyword_fields(columns: tuple[str, int]) -> dict:
-    search_vector, doc_length = columns
-    return {"search_vector": RawSQL("%s::tsvector", (search_vector,)), "doc_length": doc_length}
-
-
 @transaction.atomic
 def swap_chunks(
     planned: Sequence[tuple[Document, list[TextChunk], list[str]]],
@@ -243,10 +238,9 @@ def swap_chunks(
     indexed_before = set(Chunk.objects.filter(document_id__in=ids, model_id=model_id).values_list("document_id", flat=True))
     if indexed_before:
         Chunk.objects.filter(document_id__in=indexed_before, model_id=model_id).delete()
+    new_chunks = [(document, c, h) for document, chunks, hashes in fresh for c, h in zip(chunks, hashes, strict=True)]
     # The keyword columns as the chunks are written (an UPDATE after would write every row again).
-    keywords = iter(
-        keyword_columns(chunks=[(document.title, c.text, c.heading_path) for document, chunks, _ in fresh for c in chunks])
-    )
+    keywords = keyword_columns(chunks=[(document.title, c.text, c.heading_path) for document, c, _ in new_chunks])
     rows = Chunk.objects.bulk_create(
         [
             Chunk(
@@ -266,10 +260,10 @@ def swap_chunks(
                     "has_table": c.has_table,
                     "token_count": c.token_count,
                 },
-                **_keyword_fields(next(keywords)),
+                search_vector=RawSQL("%s::tsvector", (search_vector,)),
+                doc_length=doc_length,
             )
-            for document, chunks, hashes in fresh
-            for c, h in zip(chunks, hashes, strict=True)
+            for (document, c, h), (search_vector, doc_length) in zip(new_chunks, keywords, strict=True)
         ]
     )
     by_count: dict[tuple[int, int], list[uuid.UUID]] = {}

@@ -49,7 +49,7 @@ MAX_SCAN_TUPLES = 50_000
 CHUNKS_PER_CANDIDATE = 1000
 
 
-def ef_search(limit: int, model_chunks: int = 0) -> int:
+def ef_search(limit: int, model_chunks: int) -> int:
     return min(1000, max(EF_SEARCH, 4 * limit, model_chunks // CHUNKS_PER_CANDIDATE))
 
 
