@@ -356,6 +356,12 @@ RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 # Scopes of up to this many chunks are always scanned exactly (never miss); larger ones are scanned
 # or walked through HNSW, whichever reads less (rag.retrieval.vector.choose_path).
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 1_000, minimum=0)
+# An HNSW walk gathers at least this many chunks of the scope before it keeps the best (0: as many as
+# asked for). Walking further finds more of the exact nearest in a large index holding clusters of
+# near-duplicates, at a cost that grows with it (docs/benchmarks.md, issue 17, tenth session).
+RAG_HNSW_WALK_ROWS = _positive_int("RAG_HNSW_WALK_ROWS", 0, minimum=0)
+if RAG_HNSW_WALK_ROWS > 5_000:
+    raise ImproperlyConfigured(f"RAG_HNSW_WALK_ROWS must be at most 5000, got {RAG_HNSW_WALK_ROWS}")
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations

@@ -53,6 +53,11 @@ def ef_search(limit: int, model_chunks: int) -> int:
     return min(1000, max(EF_SEARCH, 4 * limit, model_chunks // CHUNKS_PER_CANDIDATE))
 
 
+def walk_rows(limit: int) -> int:
+    """Chunks of the scope an HNSW walk gathers before it keeps the best `limit` (RAG_HNSW_WALK_ROWS, at least `limit`)."""
+    return max(limit, settings.RAG_HNSW_WALK_ROWS)
+
+
 def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
     """Index entries an iterative HNSW scan reads before `limit` of them are in a scope of `scope_chunks`."""
     share = min(1.0, max(scope_chunks, 1) / max(model_chunks, 1))
@@ -65,7 +70,7 @@ def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
         return "exact"
     if scope_chunks < MIN_WALK_SHARE * model_chunks and scope_chunks <= EXACT_SCAN_CAP:
         return "exact"
-    walk = expected_walk(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks)
+    walk = expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
     return "exact" if scope_chunks <= HNSW_STEP_COST * walk else "hnsw"
 
 
@@ -90,9 +95,10 @@ def vector_ranking(
     literal = vector_literal(vector)
     rows = None
     if path == "hnsw":
-        walk = expected_walk(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks)
+        gather = walk_rows(limit)
+        walk = expected_walk(limit=gather, scope_chunks=scope_chunks, model_chunks=model_chunks)
         ef = ef_search(limit, model_chunks)
-        rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, walk=walk, ef=ef)
+        rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, gather=gather, walk=walk, ef=ef)
         if len(rows) < min(limit, scope_chunks):
             rows = None  # the walk gave up before the page was full: scan the scope instead
     if rows is None:
@@ -155,8 +161,11 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
         return cursor.fetchall()
 
 
-def _walk(scope: SearchScope, literal: str, *, model_id: str, dimension: int, limit: int, walk: int, ef: int) -> list[tuple]:
-    """Through the model's HNSW index, with an iterative scan that walks on until `limit` rows are in scope.
+def _walk(
+    scope: SearchScope, literal: str, *, model_id: str, dimension: int, limit: int, gather: int, walk: int, ef: int
+) -> list[tuple]:
+    """Through the model's HNSW index, with an iterative scan that walks on until `gather` rows are in scope;
+    the best `limit` of them.
 
     Relaxed order (strict order costs more and gains nothing: the rows are sorted again outside the
     materialised CTE). The walk is bounded to a few times what the scope's share predicts, so a scope
@@ -176,7 +185,7 @@ def _walk(scope: SearchScope, literal: str, *, model_id: str, dimension: int, li
             f"  SELECT {_COLUMNS}, 1 - {distance} AS score"
             f"  FROM document_embeddings e JOIN v ON v.id = e.document_id AND v.version = e.document_version"
             f"  WHERE e.model_id = %s ORDER BY {distance} LIMIT %s"
-            f") SELECT * FROM ranked ORDER BY score DESC, id",
-            [*scope.params, literal, model_id, literal, limit],
+            f") SELECT * FROM ranked ORDER BY score DESC, id LIMIT %s",
+            [*scope.params, literal, model_id, literal, gather, limit],
         )
         return cursor.fetchall()

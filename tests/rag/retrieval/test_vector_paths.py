@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from rag.indexing.pipeline import index_documents
@@ -31,6 +33,15 @@ from tests.factories import CollectionFactory, DocumentFactory
 def test_the_path_follows_the_scopes_size_and_its_share_of_the_index(settings, limit, scope_chunks, model_chunks, path):
     settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
     assert vector.choose_path(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks) == path
+
+
+def test_a_longer_walk_is_weighed_against_the_scan_it_would_replace(settings):
+    # 15% of a 20k index: 400 entries walked by default, the 3,000 rows cost more to read.
+    settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
+    assert vector.choose_path(limit=10, scope_chunks=3_000, model_chunks=20_000) == "hnsw"
+    # Gathering 200 chunks of the scope means walking about 1,333 entries: reading the 3,000 rows is cheaper.
+    settings.RAG_HNSW_WALK_ROWS = 200
+    assert vector.choose_path(limit=10, scope_chunks=3_000, model_chunks=20_000) == "exact"
 
 
 def test_scopes_up_to_the_setting_are_always_scanned_exactly(settings):
@@ -100,7 +111,14 @@ def test_a_walk_reads_the_hnsw_index(cast, far_scope):
     scope = search_scope(user=cast.alice)
     with connection.execute_wrapper(capture):
         vector._walk(
-            scope, "[" + ",".join(["0.05"] * 384) + "]", model_id="fake-embedding", dimension=384, limit=10, walk=400, ef=400
+            scope,
+            "[" + ",".join(["0.05"] * 384) + "]",
+            model_id="fake-embedding",
+            dimension=384,
+            limit=10,
+            gather=10,
+            walk=400,
+            ef=400,
         )
     settings_ = [(sql, values) for sql, values in statements if sql.startswith("SET LOCAL")]
     ((ranking, params),) = [(sql, values) for sql, values in statements if sql.startswith("WITH v AS")]
@@ -110,3 +128,55 @@ def test_a_walk_reads_the_hnsw_index(cast, far_scope):
         cursor.execute("EXPLAIN " + ranking, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert vector_index.vector_index_name("fake-embedding", 384) in plan
+
+
+def test_a_walk_gathers_the_setting_s_rows_and_keeps_the_best(cast, settings):
+    from django.db import connection
+
+    vector_index._ensured.clear()  # an index an earlier test made went with its transaction
+    vector_index.ensure_vector_index("fake-embedding", 384)  # DDL before this test's first write
+    owls = [DocumentFactory(collection=cast.handbook, text=f"Owls hunt mice at night, owl {i}.") for i in range(60)]
+    index_documents(document_ids=[d.pk for d in owls])
+    settings.RAG_HNSW_WALK_ROWS = 40
+    scope = search_scope(user=cast.bob)
+    query = embed_query("owls hunt mice")
+    rank = functools.partial(
+        vector.vector_ranking,
+        scope=scope,
+        vector=query,
+        model_id="fake-embedding",
+        dimension=384,
+        limit=10,
+        threshold=-1.0,
+        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+        model_chunks=60,
+    )
+    statements: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        walked = rank(path="hnsw")
+    ((_, params),) = [(sql, values) for sql, values in statements if sql.startswith("WITH v AS")]
+    assert params[-2:] == [40, 10], "forty gathered in scope, the best ten kept"
+    exact = rank(path="exact")
+    assert len(walked) == 10
+    # The fake embedding ties some owls: the same ten scores, whichever of the tied chunks each path met first.
+    assert [round(h.score, 6) for h in walked] == [round(h.score, 6) for h in exact]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-1", "RAG_HNSW_WALK_ROWS must be at least 0"),
+        ("5001", "RAG_HNSW_WALK_ROWS must be at most 5000"),
+        ("far", "invalid value"),
+    ],
+)
+def test_a_bad_walk_setting_fails_at_start_up(value, message):
+    from tests.test_project import run_settings
+
+    result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", RAG_HNSW_WALK_ROWS=value)
+    assert result.returncode != 0 and message in result.stderr
