@@ -275,11 +275,15 @@ def swap_chunks(
         team_changed(team_id)  # what the team can retrieve has changed: no cached answer may outlive it
     write_postings(document_ids=ids, model_id=model_id)
     if settings.RAG_GRAPH_ENABLED:
+        # Each team's titles read once, by the caller or here, however many of its documents the batch holds.
+        graphs = dict(graphs or {})
+        for team_id in {document.team_id for document, _, _ in fresh} - graphs.keys():
+            graphs[team_id] = team_graph(team_id, model_id)
         by_document: dict[uuid.UUID, list[Chunk]] = {}
         for row in rows:
             by_document.setdefault(row.document_id, []).append(row)
         for document, _, _ in fresh:
-            graph = (graphs or {}).get(document.team_id) or team_graph(document.team_id, model_id)
+            graph = graphs[document.team_id]
             written = by_document.get(document.pk, [])
             write_document_facts(document=document, chunks=written, matcher=graph.matcher)
             if llm_facts:
