@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import pytest
+from django.db import connection
 
 from rag.indexing.pipeline import index_documents
 from rag.retrieval import vector, vector_index
@@ -64,6 +67,19 @@ def test_a_collection_search_is_sized_by_the_collection_not_the_team(cast, monke
     assert {call["model_chunks"] for call in seen} == {7}
 
 
+@contextlib.contextmanager
+def sent_statements() -> Iterator[list[tuple[str, list]]]:
+    """The statements (SQL and parameters) the block sends to the database, in order."""
+    statements: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        yield statements
+
+
 @pytest.fixture
 def far_scope(db, cast):
     """Bob sees three notes about bees; the closest chunks to an owl question are in a collection he cannot see."""
@@ -100,16 +116,10 @@ def test_a_walk_that_gives_up_before_the_page_is_full_is_finished_by_an_exact_sc
 
 
 def test_a_walk_reads_the_hnsw_index(cast, far_scope):
-    from django.db import connection, transaction
-
-    statements: list[tuple[str, list]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
+    from django.db import transaction
 
     scope = search_scope(user=cast.alice)
-    with connection.execute_wrapper(capture):
+    with sent_statements() as statements:
         vector._walk(
             scope,
             "[" + ",".join(["0.05"] * 384) + "]",
@@ -131,8 +141,6 @@ def test_a_walk_reads_the_hnsw_index(cast, far_scope):
 
 
 def test_a_walk_gathers_the_setting_s_rows_and_keeps_the_best(cast, settings):
-    from django.db import connection
-
     vector_index._ensured.clear()  # an index an earlier test made went with its transaction
     vector_index.ensure_vector_index("fake-embedding", 384)  # DDL before this test's first write
     owls = [DocumentFactory(collection=cast.handbook, text=f"Owls hunt mice at night, owl {i}.") for i in range(60)]
@@ -151,13 +159,7 @@ def test_a_walk_gathers_the_setting_s_rows_and_keeps_the_best(cast, settings):
         scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
         model_chunks=60,
     )
-    statements: list[tuple[str, list]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    with sent_statements() as statements:
         walked = rank(path="hnsw")
     ((_, params),) = [(sql, values) for sql, values in statements if sql.startswith("WITH v AS")]
     assert params[-2:] == [40, 10], "forty gathered in scope, the best ten kept"
