@@ -37,6 +37,13 @@ def log(message: str) -> None:
         pass  # the terminal or pipe is gone (`make run | tee` stopped first): stopping the children matters more
 
 
+def _write_pid(path: Path, pid: int) -> None:
+    """Write a pid file whole: a reader (an operator's script, the fault tests) never sees it empty mid-restart."""
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(f"{pid}\n")
+    partial.replace(path)
+
+
 @dataclass
 class Service:
     """One supervised child process, started in its own session so the terminal's Ctrl-C reaches only the supervisor."""
@@ -58,7 +65,7 @@ class Service:
         self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, start_new_session=True, stdout=out, stderr=out)
         self.started_at = time.monotonic()
         if self.pid_path:
-            self.pid_path.write_text(f"{self.process.pid}\n")
+            _write_pid(self.pid_path, self.process.pid)
         if callable(self.ready):
             self.ready(self.process)
         log(f"{self.name} running (pid {self.process.pid})")
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics_dir.mkdir()
     env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     supervisor = Supervisor(run_dir=run_dir)
-    (run_dir / "serve.pid").write_text(f"{os.getpid()}\n")
+    _write_pid(run_dir / "serve.pid", os.getpid())
 
     def on_signal(signum, frame) -> None:
         supervisor.stopping = True
