@@ -46,6 +46,44 @@ class Chunk(models.Model):
         ]
 
 
+class SignBitsField(models.Field):
+    """A bit string of any length (`bit varying`): one bit per dimension, of whichever model's vectors."""
+
+    description = "Bit string of any length"
+
+    def db_type(self, connection) -> str:
+        return "bit varying"
+
+
+class ChunkSignBits(models.Model):
+    """One chunk's embedding reduced to the signs of its dimensions (pgvector's binary_quantize): what vector search
+    scans in a scope too narrow for a filtered HNSW walk, before it reranks the nearest by the full vectors.
+
+    Written by the database as chunks are inserted (a trigger, migration 0017), like an index, so no way of writing
+    a chunk misses it; deleted with the chunk. Read through one index that carries everything the scan needs (an
+    index-only scan of the readable collections' rows), as keyword postings are; document and version are copied
+    from the chunk so the visible documents filter them without reading chunks.
+    """
+
+    chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    model_id = models.CharField(max_length=200)
+    # The document's collection (kept right on a move by a trigger, migration 0017).
+    collection_id = models.UUIDField()
+    document_id = models.UUIDField()
+    document_version = models.PositiveIntegerField()
+    bits = SignBitsField()
+
+    class Meta:
+        db_table = "chunk_sign_bits"
+        indexes = [
+            models.Index(
+                fields=["model_id", "collection_id"],
+                include=["document_id", "document_version", "chunk", "bits"],
+                name="sign_bits_collection",
+            )
+        ]
+
+
 class KeywordPosting(models.Model):
     """One lexeme of one chunk's search_vector: the inverted index keyword search reads.
 

@@ -24,7 +24,7 @@ class CleanupReport:
 
 @transaction.atomic
 def cleanup_embeddings(*, dry_run: bool = False, keep_models: list[str] | None = None) -> CleanupReport:
-    """Delete chunks (with their keyword postings and graph facts) of models neither configured, kept, nor searched by a team."""
+    """Delete chunks (with their keyword postings, sign bits and graph facts) of models neither configured, kept, nor searched by a team."""
     serving = dict(ServingModel.objects.values("model_id").annotate(teams=Count("pk")).values_list("model_id", "teams"))
     still_serving = {model_id: teams for model_id, teams in serving.items() if model_id != settings.RAG_EMBEDDING_MODEL}
     keep = set(keep_models or []) | {settings.RAG_EMBEDDING_MODEL} | set(serving)
@@ -38,7 +38,7 @@ def cleanup_embeddings(*, dry_run: bool = False, keep_models: list[str] | None =
         if gone:
             # In SQL, table by table: the ORM would load every chunk to cascade to its postings and facts.
             with connection.cursor() as cursor:
-                for table in ("keyword_postings", "graph_mentions", "graph_relations", "document_embeddings"):
+                for table in ("keyword_postings", "chunk_sign_bits", "graph_mentions", "graph_relations", "document_embeddings"):
                     cursor.execute(f"DELETE FROM {table} WHERE model_id = ANY(%s)", [gone])
         IndexStatus.objects.exclude(model_id__in=keep).delete()
         orphans.delete()

@@ -1,15 +1,17 @@
-"""Vector ranking: cosine similarity to the query over the scope's chunks, exact or through HNSW.
+"""Vector ranking: cosine similarity to the query over the scope's chunks, exact, by sign bits, or through HNSW.
 
-Which of the two to use depends on the scope actually searched (a collection, a document, the
-viewer's visible set), not on the team: an exact scan reads every chunk of the scope; an HNSW walk
-reads about `ef_search` index entries, or, when the scope is a small share of the model's index
-(every team's chunks), `limit / share` entries before enough of them are in scope (pgvector's
-iterative scan). Each walked entry costs a few times an exactly scanned row (the graph's neighbours
-are compared too). And a walk through a narrow share finds the scope's nearest chunks badly: on the
-scoped benchmark, recall@10 against exact was 0.99 at 30% of the index, 0.96 at 10%, 0.72 at 3%
-(docs/benchmarks.md). So a narrow scope is scanned exactly (up to a cap), and a wide one walked
-when that reads less. A walk that still comes back short (a scope whose chunks all lie far from
-the query) is finished by an exact scan: a page is never short while the scope has chunks to fill it.
+Which to use depends on the scope actually searched (a collection, a document, the viewer's visible
+set), not on the team. An exact scan reads every chunk of the scope, vector and all. A sign-bit scan
+reads the scope's rows of one narrow covering index (one bit per dimension, chunk_sign_bits) and
+reranks the nearest few hundred by their full vectors: a tenth of an exact scan's cost per chunk, and
+it misses almost nothing. An HNSW walk reads about `ef_search` index entries, or, when the scope is a
+small share of the model's index (every team's chunks), `limit / share` entries before enough of them
+are in scope (pgvector's iterative scan); each walked entry costs a few times an exactly scanned row.
+A walk through a narrow share finds the scope's nearest chunks badly (recall@10 against exact 0.96 at
+10% of 100k chunks, 0.72 at 3%, 0.80 at 10% of 1M: docs/benchmarks.md), so a scope under a quarter of
+the index is scanned by its sign bits, and a wide one walked when that reads less. A walk that still
+comes back short (a scope whose chunks all lie far from the query) is finished by an exact scan: a
+page is never short while the scope has chunks to fill it.
 """
 
 from __future__ import annotations
@@ -24,19 +26,30 @@ from rag.retrieval.query import vector_literal
 from rag.retrieval.vector_index import vector_expression
 from rag.retrieval.visibility import SearchScope
 
-Path = Literal["exact", "hnsw"]
+Path = Literal["exact", "signs", "hnsw"]
 # What one walked HNSW entry costs against one exactly scanned chunk (neighbour distances and a
 # heap fetch against a heap fetch and one distance): measured 4-6 on the scoped benchmark
 # (bench/scoped.py, docs/benchmarks.md).
 HNSW_STEP_COST = 5
+# What one chunk's sign bits cost against one exactly scanned chunk (an index tuple and a Hamming
+# distance against a heap row and a cosine): 0.4 µs against 3.8 µs a row at 1M chunks, 10% visible
+# (bench/latency.py; docs/benchmarks.md, issue 17, eleventh session).
+SIGN_ROW_COST = 0.1
+# The sign bits' nearest this many times the page (at least SIGN_RERANK_MIN) are reranked by their full
+# vectors: recall@10 against exact 0.93 with 100, 0.96 with 200, 0.98 with 400, 0.99 with 800 (1M chunks,
+# 10% visible; docs/benchmarks.md, issue 17, eleventh session).
+SIGN_RERANK_PER_HIT = 10
+SIGN_RERANK_MIN = 400
+# The readable collections' nearest rows joined first with the visible documents, per row reranked.
+SIGN_PREFILTER = 5
+# Below this share of the index a filtered walk loses recall (0.80 at 10% of 1M chunks): such scopes are
+# scanned by their sign bits, up to SIGN_SCAN_CAP chunks (about 100 ms on two cores), walked beyond it.
+MAX_SIGN_SHARE = 0.25
+SIGN_SCAN_CAP = 250_000
 # Iterative scans start from this many candidates (or four times the page): a wide list keeps recall
 # when few neighbours are in scope (ef_search 100 gave recall@10 0.86 for a user seeing 10% of 100k
 # chunks, 400 gave 0.96: docs/benchmarks.md).
 EF_SEARCH = 400
-# Below this share of the index a filtered walk loses recall; such scopes are scanned exactly up to
-# EXACT_SCAN_CAP chunks (about 50-100 ms on two busy cores), walked beyond it.
-MIN_WALK_SHARE = 0.05
-EXACT_SCAN_CAP = 10_000
 # Bounds of hnsw.max_scan_tuples: a walk may go this many times further than expected before the
 # exact scan takes over, never beyond the hard cap.
 WALK_SLACK = 4
@@ -58,6 +71,11 @@ def walk_rows(limit: int) -> int:
     return max(limit, settings.RAG_HNSW_WALK_ROWS)
 
 
+def rerank_depth(limit: int) -> int:
+    """Chunks nearest by their sign bits that a sign-bit scan reranks by their full vectors."""
+    return max(SIGN_RERANK_MIN, SIGN_RERANK_PER_HIT * limit)
+
+
 def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
     """Index entries an iterative HNSW scan reads before `limit` of them are in a scope of `scope_chunks`."""
     share = min(1.0, max(scope_chunks, 1) / max(model_chunks, 1))
@@ -65,13 +83,19 @@ def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
 
 
 def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
-    """Exact when the scope is small, a narrow share of the index, or cheaper to read than to walk to."""
+    """Exact when the scope is small; by sign bits when it is a narrow share of the index (a walk would miss)
+    or they read less than a walk; otherwise a walk. Costs in exactly scanned chunks."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
         return "exact"
-    if scope_chunks < MIN_WALK_SHARE * model_chunks and scope_chunks <= EXACT_SCAN_CAP:
+    signs = SIGN_ROW_COST * scope_chunks + rerank_depth(limit)
+    if scope_chunks <= signs:
         return "exact"
-    walk = expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
-    return "exact" if scope_chunks <= HNSW_STEP_COST * walk else "hnsw"
+    if scope_chunks > SIGN_SCAN_CAP:
+        return "hnsw"
+    if scope_chunks < MAX_SIGN_SHARE * model_chunks:
+        return "signs"
+    walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
+    return "signs" if signs <= walk else "hnsw"
 
 
 def vector_ranking(
@@ -99,8 +123,10 @@ def vector_ranking(
         walk = expected_walk(limit=gather, scope_chunks=scope_chunks, model_chunks=model_chunks)
         ef = ef_search(limit, model_chunks)
         rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, gather=gather, walk=walk, ef=ef)
-        if len(rows) < min(limit, scope_chunks):
-            rows = None  # the walk gave up before the page was full: scan the scope instead
+    elif path == "signs":
+        rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=rerank_depth(limit))
+    if rows is not None and len(rows) < min(limit, scope_chunks):
+        rows = None  # the walk gave up before the page was full (or a chunk had no sign bits): scan the scope instead
     if rows is None:
         rows = _scan(scope, literal, model_id=model_id, limit=limit)
     return [
@@ -159,6 +185,45 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
             [*scope.whole_params, literal, model_id, limit],
         )
         return cursor.fetchall()
+
+
+def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth: int) -> list[tuple]:
+    """The scope's `depth` chunks nearest by the signs of their vectors (Hamming distance), reranked by their full
+    vectors: the best `limit`.
+
+    The sign bits come from one covering index (chunk_sign_bits, 48 bytes for 384 dimensions), read only for the
+    collections of the visible documents. Joining every one of those rows with the visible documents costs
+    more than reading them, so the nearest `SIGN_PREFILTER` × `depth` rows of those collections are joined first:
+    when `depth` of them are visible, they are exactly the visible rows' nearest (any row outside lies no nearer),
+    else the whole scope is joined. Only the `depth` rows read by primary key carry a full vector.
+    """
+    prefilter = SIGN_PREFILTER * depth
+    for bound in (prefilter, None):
+        with transaction.atomic(), connection.cursor() as cursor:
+            # The collections' share of the table is unknown when the statement is planned (they come from the
+            # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(
+                f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
+                f" readable AS MATERIALIZED ("
+                f"  SELECT s.chunk_id, s.document_id, s.document_version, s.bits <~> binary_quantize(%s::vector) AS distance"
+                f"  FROM chunk_sign_bits s"
+                f"  WHERE s.model_id = %s AND s.collection_id = ANY(ARRAY(SELECT DISTINCT collection_id FROM v))"
+                f"  ORDER BY distance, s.chunk_id LIMIT %s),"
+                f" near AS MATERIALIZED ("
+                f"  SELECT r.chunk_id FROM readable r JOIN v ON v.id = r.document_id AND v.version = r.document_version"
+                f"  ORDER BY r.distance, r.chunk_id LIMIT %s)"
+                f" SELECT {_COLUMNS}, 1 - (e.embedding <=> %s::vector) AS score,"
+                f"  (SELECT count(*) FROM near), (SELECT count(*) FROM readable)"
+                f" FROM document_embeddings e WHERE e.id = ANY(ARRAY(SELECT chunk_id FROM near))"
+                f" ORDER BY score DESC, e.id LIMIT %s",
+                [*scope.whole_params, literal, model_id, bound, depth, literal, limit],
+            )
+            rows = cursor.fetchall()
+        # No row at all: none of the nearest was visible (or there is nothing to read: the second pass is as cheap).
+        if bound is None or (rows and (rows[0][-2] >= depth or rows[0][-1] < bound)):
+            break  # enough visible among the nearest, or every readable row was read
+    return [row[:-2] for row in rows]
 
 
 def _walk(

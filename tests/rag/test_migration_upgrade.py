@@ -165,10 +165,18 @@ def seed(apps: Apps, *, headings: bool) -> None:
                        (SELECT sum(e.doc_length) FROM document_embeddings e
                         WHERE e.document_id = s.document_id AND e.model_id = s.model_id), 0)""")
     if "keyword_postings" in connection.introspection.table_names():
-        execute(
-            f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
-            f"{EARLIER_POSTINGS}"
-        )
+        with connection.cursor() as cursor:
+            columns = {c.name for c in connection.introspection.get_table_description(cursor, "keyword_postings")}
+        if "collection_id" in columns:  # from the migration that gave postings their document's collection
+            execute(
+                "INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, collection_id, model_id, tf, length) "
+                f"{EXPECTED_POSTINGS}"
+            )
+        else:
+            execute(
+                f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
+                f"{EARLIER_POSTINGS}"
+            )
 
 
 @pytest.fixture
@@ -234,6 +242,17 @@ def test_no_chunk_is_left_without_postings(upgrade: Upgrade):
         fetch("SELECT id FROM document_embeddings e WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)")
         == []
     )
+
+
+def test_every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(upgrade: Upgrade):
+    sign_bits = "SELECT chunk_id, model_id, collection_id, document_id, document_version, bits::text FROM chunk_sign_bits"
+    expected = """SELECT e.id, e.model_id, d.collection_id, e.document_id, e.document_version,
+                         (SELECT string_agg(CASE WHEN x > 0 THEN '1' ELSE '0' END, '' ORDER BY i)
+                          FROM unnest(e.embedding::real[]) WITH ORDINALITY AS u(x, i))
+                  FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id"""
+    rows = fetch(sign_bits)
+    assert len(rows) == len(fetch(CHUNKS)) and {len(row[5]) for row in rows} == {DIMENSION, OTHER_DIMENSION}
+    assert sorted(rows) == sorted(fetch(expected))
 
 
 def test_each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade):

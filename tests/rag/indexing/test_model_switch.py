@@ -14,7 +14,7 @@ from documents.models import Document
 from rag.indexing.pipeline import index_documents
 from rag.indexing.reconcile import reconcile, stuck
 from rag.indexing.serving import switch_covered_teams
-from rag.models import Chunk, IndexJob, IndexState, IndexStatus, JobState, KeywordPosting, Mention, ServingModel
+from rag.models import Chunk, ChunkSignBits, IndexJob, IndexState, IndexStatus, JobState, KeywordPosting, Mention, ServingModel
 from rag.providers.embeddings import reset_provider_cache
 from rag.retrieval import vector_index
 from rag.retrieval.search import search
@@ -170,6 +170,8 @@ def test_cleanup_keeps_a_model_a_team_is_still_searched_with_and_removes_it_afte
     assert "obsolete model fake-embedding" in capsys.readouterr().out
     assert not Chunk.objects.filter(model_id=OLD).exists()
     assert not KeywordPosting.objects.filter(model_id=OLD).exists()
+    assert not ChunkSignBits.objects.filter(model_id=OLD).exists()
+    assert ChunkSignBits.objects.filter(model_id=NEW).count() == Chunk.objects.filter(model_id=NEW).count()
     assert not Mention.objects.filter(model_id=OLD).exists()
     assert not IndexStatus.objects.filter(model_id=OLD).exists()
     assert Chunk.objects.filter(model_id=NEW).count() > 0

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from rag.indexing.pipeline import index_documents
+from rag.models import Chunk
 from rag.retrieval import vector, vector_index
 from rag.retrieval.query import embed_query
 from rag.retrieval.search import search
@@ -22,15 +23,15 @@ from tests.factories import CollectionFactory, DocumentFactory
     ("limit", "scope_chunks", "model_chunks", "path"),
     [
         (10, 4, 100_000, "exact"),  # one document
-        (50, 1_000, 100_000, "exact"),  # a collection: 1% of the index, the walk would read 5,000 entries
-        (10, 3_000, 100_000, "exact"),  # 3% of the index: a walk would miss (recall), and the scan is cheap
-        (10, 1_500, 20_000, "exact"),  # 7.5%: reading 1,500 rows costs less than walking 400 entries (five rows each)
-        (10, 3_000, 20_000, "hnsw"),  # 15%: reading 3,000 rows costs more
-        (10, 30_000, 100_000, "hnsw"),  # 30% of the index: 400 entries walked instead of 30,000 rows read
-        (50, 10_000, 100_000, "hnsw"),  # the design's user, who sees 10% of 100k chunks
-        (50, 10_000, 1_000_000, "exact"),  # the same scope in an index ten times larger: 1%, a 5,000-entry walk
-        (50, 40_000, 1_000_000, "hnsw"),  # 4% but 40,000 rows: past the scan's cap, walked
-        (50, 100_000, 1_000_000, "hnsw"),  # a user who sees 10% of a million chunks
+        (10, 400, 100_000, "exact"),  # reading 400 rows costs less than reranking 400 sign-bit neighbours
+        (50, 1_000, 100_000, "signs"),  # a collection: 1% of the index, a walk would miss (recall)
+        (10, 3_000, 20_000, "signs"),  # 15%: a walk would miss
+        (50, 10_000, 100_000, "signs"),  # the design's user, who sees 10% of 100k chunks
+        (50, 100_000, 1_000_000, "signs"),  # a user who sees 10% of a million chunks
+        (10, 30_000, 100_000, "hnsw"),  # 30% of the index: 400 entries walked cost less than 30,000 sign bits
+        (10, 300_000, 1_000_000, "hnsw"),  # 30% of a million
+        (10, 1_000_000, 1_000_000, "hnsw"),  # everything
+        (10, 300_000, 10_000_000, "hnsw"),  # 3%, but past the sign-bit scan's cap
     ],
 )
 def test_the_path_follows_the_scopes_size_and_its_share_of_the_index(settings, limit, scope_chunks, model_chunks, path):
@@ -38,13 +39,13 @@ def test_the_path_follows_the_scopes_size_and_its_share_of_the_index(settings, l
     assert vector.choose_path(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks) == path
 
 
-def test_a_longer_walk_is_weighed_against_the_scan_it_would_replace(settings):
-    # 15% of a 20k index: 400 entries walked by default, the 3,000 rows cost more to read.
+def test_a_longer_walk_is_weighed_against_the_sign_bits_it_would_replace(settings):
+    # 30% of a 100k index: 400 entries walked by default, cheaper than 30,000 rows' sign bits and their rerank.
     settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
-    assert vector.choose_path(limit=10, scope_chunks=3_000, model_chunks=20_000) == "hnsw"
-    # Gathering 200 chunks of the scope means walking about 1,333 entries: reading the 3,000 rows is cheaper.
-    settings.RAG_HNSW_WALK_ROWS = 200
-    assert vector.choose_path(limit=10, scope_chunks=3_000, model_chunks=20_000) == "exact"
+    assert vector.choose_path(limit=10, scope_chunks=30_000, model_chunks=100_000) == "hnsw"
+    # Gathering 300 chunks of the scope means walking 1,000 entries: the sign bits are cheaper.
+    settings.RAG_HNSW_WALK_ROWS = 300
+    assert vector.choose_path(limit=10, scope_chunks=30_000, model_chunks=100_000) == "signs"
 
 
 def test_scopes_up_to_the_setting_are_always_scanned_exactly(settings):
@@ -182,3 +183,97 @@ def test_a_bad_walk_setting_fails_at_start_up(value, message):
 
     result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", RAG_HNSW_WALK_ROWS=value)
     assert result.returncode != 0 and message in result.stderr
+
+
+def test_a_sign_bit_scan_ranks_only_the_viewer_s_scope(cast, far_scope):
+    """The nearest chunks to an owl question are in a collection bob cannot see: none of them is even a candidate."""
+    scope = search_scope(user=cast.bob)
+    with sent_statements() as statements:
+        hits = vector.vector_ranking(
+            scope=scope,
+            vector=embed_query("owls hunt mice"),
+            model_id="fake-embedding",
+            dimension=384,
+            limit=3,
+            threshold=-1.0,
+            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+            model_chunks=303,
+            path="signs",
+        )
+    assert sorted(h.document_id for h in hits) == sorted(d.pk for d in far_scope)
+    assert [sql for sql, _ in statements if "chunk_sign_bits" in sql], "ranked by the sign bits, not scanned exactly"
+    assert not [sql for sql, _ in statements if "c AS MATERIALIZED" in sql], "no exact scan finished the page"
+
+
+def test_a_sign_bit_scan_reranks_by_the_full_vectors_within_the_scope(cast):
+    owls = [DocumentFactory(collection=cast.handbook, text=f"Owls hunt mice at night, owl {i}.") for i in range(60)]
+    hidden = CollectionFactory(team=cast.alice.team, name="Hidden", default_access="none")
+    nearest = DocumentFactory(collection=hidden, text="Owls hunt mice at night.")
+    index_documents(document_ids=[nearest.pk, *(d.pk for d in owls)])
+    scope = search_scope(user=cast.bob)
+    rank = functools.partial(
+        vector.vector_ranking,
+        scope=scope,
+        vector=embed_query("owls hunt mice"),
+        model_id="fake-embedding",
+        dimension=384,
+        limit=10,
+        threshold=-1.0,
+        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+        model_chunks=61,
+    )
+    signs, exact = rank(path="signs"), rank(path="exact")
+    assert len(signs) == 10
+    assert [round(h.score, 6) for h in signs] == [round(h.score, 6) for h in exact], "the cosine, not the Hamming distance"
+    assert {h.document_id for h in signs} <= {d.pk for d in owls}
+
+
+def test_a_sign_bit_scan_whose_nearest_readable_rows_are_invisible_joins_the_whole_scope(cast, monkeypatch):
+    """Alice's unpublished owl drafts sit in the handbook bob can read: the nearest rows of his collections are
+    all hers, so the rows joined first hold nothing he may see, and the scan joins all of them instead."""
+    drafts = [
+        DocumentFactory(collection=cast.handbook, created_by=cast.alice, published_at=None, text=f"Owls hunt mice, draft {i}.")
+        for i in range(12)
+    ]
+    bees = [DocumentFactory(collection=cast.handbook, text=f"Bees make honey in hive {i}.") for i in range(3)]
+    index_documents(document_ids=[d.pk for d in [*drafts, *bees]])
+    # The drafts point where the question does, the bees the opposite way (their sign bits follow, by trigger).
+    query = embed_query("owls hunt mice")
+    assert any(x > 0 for x in query)
+    Chunk.objects.filter(document__in=drafts).update(embedding=query)
+    Chunk.objects.filter(document__in=bees).update(embedding=[-x for x in query])
+    monkeypatch.setattr(vector, "SIGN_RERANK_MIN", 3)
+    monkeypatch.setattr(vector, "SIGN_RERANK_PER_HIT", 1)
+    monkeypatch.setattr(vector, "SIGN_PREFILTER", 2)  # the six nearest rows first: all drafts
+    scope = search_scope(user=cast.bob)
+    with sent_statements() as statements:
+        hits = vector.vector_ranking(
+            scope=scope,
+            vector=query,
+            model_id="fake-embedding",
+            dimension=384,
+            limit=3,
+            threshold=-1.0,
+            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+            model_chunks=15,
+            path="signs",
+        )
+    assert sorted(h.document_id for h in hits) == sorted(d.pk for d in bees)
+    assert [params[-4] for sql, params in statements if "chunk_sign_bits" in sql] == [6, None], "six first, then all"
+    assert not [sql for sql, _ in statements if "c AS MATERIALIZED" in sql], "no exact scan finished the page"
+    # Alice sees her drafts: the six nearest hold three of hers, and one statement is enough.
+    scope = search_scope(user=cast.alice)
+    with sent_statements() as statements:
+        hits = vector.vector_ranking(
+            scope=scope,
+            vector=query,
+            model_id="fake-embedding",
+            dimension=384,
+            limit=3,
+            threshold=-1.0,
+            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+            model_chunks=15,
+            path="signs",
+        )
+    assert {h.document_id for h in hits} <= {d.pk for d in drafts}
+    assert len([sql for sql, _ in statements if "chunk_sign_bits" in sql]) == 1
