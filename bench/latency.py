@@ -1,4 +1,4 @@
-"""rag.search latency over HTTP at 10k and 100k chunks, and HNSW recall@10 against exact search.
+"""rag.search latency over HTTP at 10k and 100k chunks, and vector recall@10 against exact search.
 
 The corpus is SciFact's abstracts, chunked and embedded with the local MiniLM model by
 bench/scifact.py (run that first: it leaves them in the `cairn_bench` database). To reach
@@ -14,6 +14,8 @@ no mode profits from another's query-embedding cache.
 Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
 The server is gunicorn with the production settings shape (DEBUG off), on 127.0.0.1.
 
+Recall: the reader's vector ranking by sign bits (rerank of the Hamming-nearest) and through the HNSW index
+(iterative scans), each against an exact scan of the same scope, and which of them search chooses for the reader.
 Also reported: the time to build the corpus (when it is built by the run), disk per table and for the
 HNSW index, PostgreSQL's memory settings and the proportional set size of its processes after the run.
 
@@ -21,7 +23,7 @@ Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
             .venv/bin/python bench/latency.py --chunks 300000             (10% visible, as every size)
             .venv/bin/python bench/latency.py --chunks 100000 --storage-only
             .venv/bin/python bench/latency.py --chunks 1000000 --no-graph   (no graph facts: hybrid without the graph, vector, keyword)
-            .venv/bin/python bench/latency.py --chunks 1000000 --no-graph --walk-rows 50 100 200 300   (HNSW recall per walk length)
+            .venv/bin/python bench/latency.py --chunks 1000000 --no-graph --walk-rows 50 100 200 300   (also HNSW recall per walk length)
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ def storage() -> dict:
     tables = [
         "document_embeddings",
         "keyword_postings",
+        "chunk_sign_bits",
         "graph_entities",
         "graph_mentions",
         "graph_relations",

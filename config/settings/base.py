@@ -353,8 +353,8 @@ if RAG_CONVERSATION_TURNS > 20:
 # Hybrid search runs its keyword ranking on a second database connection, beside the vector
 # ranking (each web process then holds up to two connections).
 RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
-# Scopes of up to this many chunks are always scanned exactly (never miss); larger ones are scanned
-# or walked through HNSW, whichever reads less (rag.retrieval.vector.choose_path).
+# Scopes of up to this many chunks are always scanned exactly (never miss); larger ones are ranked by
+# their sign bits or walked through HNSW (rag.retrieval.vector.choose_path).
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 1_000, minimum=0)
 # An HNSW walk gathers at least this many chunks of the scope before it keeps the best (0: as many as
 # asked for). Walking further finds more of the exact nearest in a large index holding clusters of
@@ -362,6 +362,10 @@ RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 1_000
 RAG_HNSW_WALK_ROWS = _positive_int("RAG_HNSW_WALK_ROWS", 0, minimum=0)
 if RAG_HNSW_WALK_ROWS > 5_000:
     raise ImproperlyConfigured(f"RAG_HNSW_WALK_ROWS must be at most 5000, got {RAG_HNSW_WALK_ROWS}")
+# Scopes under this share of the model's index are ranked by their chunks' sign bits, reranked by full vectors
+# (recall@10 0.96 where a filtered walk found 0.81 at 1M chunks, 10% visible, at about 40 ms against 12); 0 walks
+# them through HNSW instead (docs/benchmarks.md, issue 17, eleventh session).
+RAG_SIGN_BITS_MAX_SHARE = _bounded_float("RAG_SIGN_BITS_MAX_SHARE", 0.25, 0.0, 1.0)
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations

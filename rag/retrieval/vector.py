@@ -42,9 +42,9 @@ SIGN_RERANK_PER_HIT = 10
 SIGN_RERANK_MIN = 400
 # The readable collections' nearest rows joined first with the visible documents, per row reranked.
 SIGN_PREFILTER = 5
-# Below this share of the index a filtered walk loses recall (0.80 at 10% of 1M chunks): such scopes are
-# scanned by their sign bits, up to SIGN_SCAN_CAP chunks (about 100 ms on two cores), walked beyond it.
-MAX_SIGN_SHARE = 0.25
+# Below RAG_SIGN_BITS_MAX_SHARE of the index (a quarter by default) a filtered walk loses recall (0.80 at
+# 10% of 1M chunks): such scopes are scanned by their sign bits, up to SIGN_SCAN_CAP chunks (about 100 ms
+# on two cores), walked beyond it.
 SIGN_SCAN_CAP = 250_000
 # Iterative scans start from this many candidates (or four times the page): a wide list keeps recall
 # when few neighbours are in scope (ef_search 100 gave recall@10 0.86 for a user seeing 10% of 100k
@@ -92,9 +92,11 @@ def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
         return "exact"
     if scope_chunks > SIGN_SCAN_CAP:
         return "hnsw"
-    if scope_chunks < MAX_SIGN_SHARE * model_chunks:
+    if scope_chunks < settings.RAG_SIGN_BITS_MAX_SHARE * model_chunks:
         return "signs"
     walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
+    if not settings.RAG_SIGN_BITS_MAX_SHARE:
+        return "exact" if scope_chunks <= walk else "hnsw"  # sign bits turned off: the scan or the walk, as before
     return "signs" if signs <= walk else "hnsw"
 
 
@@ -203,6 +205,9 @@ def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth
             # The collections' share of the table is unknown when the statement is planned (they come from the
             # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
             cursor.execute("SET LOCAL enable_seqscan = off")
+            # Parallel workers made it slower (p50 46 against 40 ms at 1M chunks, 10% visible), and in hybrid
+            # search they take the cores the keyword ranking runs on beside it.
+            cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             cursor.execute(
                 f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
                 f" readable AS MATERIALIZED ("

@@ -48,6 +48,17 @@ def test_a_longer_walk_is_weighed_against_the_sign_bits_it_would_replace(setting
     assert vector.choose_path(limit=10, scope_chunks=30_000, model_chunks=100_000) == "signs"
 
 
+def test_with_sign_bits_turned_off_a_scope_is_scanned_or_walked_whichever_reads_less(settings):
+    settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
+    settings.RAG_SIGN_BITS_MAX_SHARE = 0
+    assert vector.choose_path(limit=50, scope_chunks=100_000, model_chunks=1_000_000) == "hnsw"
+    assert vector.choose_path(limit=10, scope_chunks=1_500, model_chunks=20_000) == "exact"  # 400 entries cost 2,000 rows
+    # A narrower share than the default's quarter is still a walk's when the setting says so.
+    settings.RAG_SIGN_BITS_MAX_SHARE = 0.05
+    assert vector.choose_path(limit=50, scope_chunks=100_000, model_chunks=1_000_000) == "hnsw"
+    assert vector.choose_path(limit=50, scope_chunks=40_000, model_chunks=1_000_000) == "signs"
+
+
 def test_scopes_up_to_the_setting_are_always_scanned_exactly(settings):
     settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 50_000
     assert vector.choose_path(limit=10, scope_chunks=30_000, model_chunks=100_000) == "exact"
@@ -171,17 +182,19 @@ def test_a_walk_gathers_the_setting_s_rows_and_keeps_the_best(cast, settings):
 
 
 @pytest.mark.parametrize(
-    ("value", "message"),
+    ("name", "value", "message"),
     [
-        ("-1", "RAG_HNSW_WALK_ROWS must be at least 0"),
-        ("5001", "RAG_HNSW_WALK_ROWS must be at most 5000"),
-        ("far", "invalid value"),
+        ("RAG_HNSW_WALK_ROWS", "-1", "RAG_HNSW_WALK_ROWS must be at least 0"),
+        ("RAG_HNSW_WALK_ROWS", "5001", "RAG_HNSW_WALK_ROWS must be at most 5000"),
+        ("RAG_HNSW_WALK_ROWS", "far", "invalid value"),
+        ("RAG_SIGN_BITS_MAX_SHARE", "1.5", "RAG_SIGN_BITS_MAX_SHARE must be between 0.0 and 1.0, got 1.5"),
+        ("RAG_SIGN_BITS_MAX_SHARE", "-0.1", "RAG_SIGN_BITS_MAX_SHARE must be between 0.0 and 1.0"),
     ],
 )
-def test_a_bad_walk_setting_fails_at_start_up(value, message):
+def test_a_bad_vector_path_setting_fails_at_start_up(name, value, message):
     from tests.test_project import run_settings
 
-    result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", RAG_HNSW_WALK_ROWS=value)
+    result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
     assert result.returncode != 0 and message in result.stderr
 
 
