@@ -11,7 +11,8 @@ the rules extractor, as indexing writes them. Queries are SciFact's claims, a di
 mode (hybrid with the graph, the default; hybrid without it; vector; keyword; graph alone), so
 no mode profits from another's query-embedding cache.
 
-Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
+Each mode is timed on two servers: the default, and one with sign bits off (RAG_SIGN_BITS_MAX_SHARE=0: the
+reader's scope walked through HNSW or scanned instead). Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
 The server is gunicorn with the production settings shape (DEBUG off), on 127.0.0.1.
 
 Recall: the reader's vector ranking by sign bits (rerank of the Hamming-nearest) and through the HNSW index
@@ -521,8 +522,9 @@ def main() -> None:
         for label in ("hybrid", "graph"):
             HTTP_MODES.pop(label)
     runs = {}
-    # The default, and every scope above the smallest left to the cost model (rag.retrieval.vector.choose_path).
-    for label, extra in (("default", {}), ("no exact floor", {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"})):
+    # The default (a reader who sees a narrow share is ranked by sign bits), and the same with sign bits off
+    # (the reader's scope walked through HNSW or scanned, whichever reads less; rag.retrieval.vector.choose_path).
+    for label, extra in (("default", {}), ("sign bits off", {"RAG_SIGN_BITS_MAX_SHARE": "0"})):
         port = free_port()
         server = start_server(corpus["database"], port, extra)
         try:

@@ -94,7 +94,10 @@ class Migration(migrations.Migration):
             ],
             options={"db_table": "chunk_sign_bits"},
         ),
-        # Before the index: one sorted build of it, not a million insertions.
+        # The triggers first: creating them locks the chunks against writes until this migration commits, so
+        # no chunk written meanwhile can miss its bits. Then the chunks already there, then the index (one
+        # sorted build of it, not a million insertions).
+        migrations.RunSQL(KEEP_BITS, DROP_KEEP_BITS),
         migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
         migrations.AddIndex(
             model_name="chunksignbits",
@@ -104,5 +107,4 @@ class Migration(migrations.Migration):
                 name="sign_bits_collection",
             ),
         ),
-        migrations.RunSQL(KEEP_BITS, DROP_KEEP_BITS),
     ]

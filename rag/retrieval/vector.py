@@ -35,11 +35,13 @@ HNSW_STEP_COST = 5
 # distance against a heap row and a cosine): 0.4 µs against 3.8 µs a row at 1M chunks, 10% visible
 # (bench/latency.py; docs/benchmarks.md, issue 17, eleventh session).
 SIGN_ROW_COST = 0.1
-# The sign bits' nearest this many times the page (at least SIGN_RERANK_MIN) are reranked by their full
-# vectors: recall@10 against exact 0.93 with 100, 0.96 with 200, 0.98 with 400, 0.99 with 800 (1M chunks,
-# 10% visible; docs/benchmarks.md, issue 17, eleventh session).
-SIGN_RERANK_PER_HIT = 10
-SIGN_RERANK_MIN = 400
+# The sign bits' nearest share of the scope (at least SIGN_RERANK_MIN, and this many per hit on the page)
+# are reranked by their full vectors: the more chunks, the more of them tie with the nearest on Hamming
+# distance. Recall@10 against exact, 10% visible: 0.96 with 200 of 10k chunks (6.6 ms, a walk's 0.96 in
+# 6.5), 0.93 / 0.965 / 0.98 with 200 / 400 / 800 of 100k (docs/benchmarks.md, issue 17, eleventh session).
+SIGN_RERANK_SHARE = 1 / 250
+SIGN_RERANK_MIN = 200
+SIGN_RERANK_PER_HIT = 4
 # The readable collections' nearest rows joined first with the visible documents, per row reranked.
 SIGN_PREFILTER = 5
 # Below RAG_SIGN_BITS_MAX_SHARE of the index (a quarter by default) a filtered walk loses recall (0.80 at
@@ -71,9 +73,9 @@ def walk_rows(limit: int) -> int:
     return max(limit, settings.RAG_HNSW_WALK_ROWS)
 
 
-def rerank_depth(limit: int) -> int:
+def rerank_depth(limit: int, scope_chunks: int) -> int:
     """Chunks nearest by their sign bits that a sign-bit scan reranks by their full vectors."""
-    return max(SIGN_RERANK_MIN, SIGN_RERANK_PER_HIT * limit)
+    return max(SIGN_RERANK_MIN, SIGN_RERANK_PER_HIT * limit, int(scope_chunks * SIGN_RERANK_SHARE))
 
 
 def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
@@ -87,7 +89,7 @@ def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
     or they read less than a walk; otherwise a walk. Costs in exactly scanned chunks."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
         return "exact"
-    signs = SIGN_ROW_COST * scope_chunks + rerank_depth(limit)
+    signs = SIGN_ROW_COST * scope_chunks + rerank_depth(limit, scope_chunks)
     if scope_chunks <= signs:
         return "exact"
     if scope_chunks > SIGN_SCAN_CAP:
@@ -126,7 +128,7 @@ def vector_ranking(
         ef = ef_search(limit, model_chunks)
         rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, gather=gather, walk=walk, ef=ef)
     elif path == "signs":
-        rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=rerank_depth(limit))
+        rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=rerank_depth(limit, scope_chunks))
     if rows is not None and len(rows) < min(limit, scope_chunks):
         rows = None  # the walk gave up before the page was full (or a chunk had no sign bits): scan the scope instead
     if rows is None:

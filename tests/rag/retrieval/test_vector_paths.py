@@ -23,7 +23,7 @@ from tests.factories import CollectionFactory, DocumentFactory
     ("limit", "scope_chunks", "model_chunks", "path"),
     [
         (10, 4, 100_000, "exact"),  # one document
-        (10, 400, 100_000, "exact"),  # reading 400 rows costs less than reranking 400 sign-bit neighbours
+        (10, 200, 100_000, "exact"),  # reading 200 rows costs less than reranking 200 sign-bit neighbours
         (50, 1_000, 100_000, "signs"),  # a collection: 1% of the index, a walk would miss (recall)
         (10, 3_000, 20_000, "signs"),  # 15%: a walk would miss
         (50, 10_000, 100_000, "signs"),  # the design's user, who sees 10% of 100k chunks
