@@ -37,12 +37,14 @@ HNSW_STEP_COST = 5
 SIGN_ROW_COST = 0.1
 # The sign bits' nearest share of the scope (at least SIGN_RERANK_MIN, and this many per hit on the page)
 # are reranked by their full vectors: the more chunks, the more of them tie with the nearest on Hamming
-# distance. Recall@10 against exact, 10% visible: 0.96 with 200 of 10k chunks (6.6 ms, a walk's 0.96 in
-# 6.5), 0.93 / 0.965 / 0.98 with 200 / 400 / 800 of 100k (docs/benchmarks.md, issue 17, eleventh session).
+# distance. Recall@10 against exact for a reader who sees 10%: 0.96 reranking 200 of their 10k chunks of
+# 100k (6.6 ms; a walk's 0.96 in 6.5), 0.93 / 0.965 / 0.98 reranking 200 / 400 / 800 of their 100k of 1M
+# (docs/benchmarks.md, issue 17, eleventh session).
 SIGN_RERANK_SHARE = 1 / 250
 SIGN_RERANK_MIN = 200
 SIGN_RERANK_PER_HIT = 4
-# The readable collections' nearest rows joined first with the visible documents, per row reranked.
+# How many of the readable collections' nearest rows are joined first with the visible documents, per row
+# to rerank (more only when fewer of those are visible).
 SIGN_PREFILTER = 5
 # Below RAG_SIGN_BITS_MAX_SHARE of the index (a quarter by default) a filtered walk loses recall (0.80 at
 # 10% of 1M chunks): such scopes are scanned by their sign bits, up to SIGN_SCAN_CAP chunks (about 100 ms
