@@ -407,20 +407,34 @@ def measure_recall(user, queries: list[str], n: int, walk_rows: tuple[int, ...] 
 
     from rag.retrieval.query import embed_query
     from rag.retrieval.stats import model_chunk_count, scope_index_stats
+    from rag.retrieval.vector import Path as VectorPath
     from rag.retrieval.vector import choose_path, vector_ranking
     from rag.retrieval.visibility import search_scope
 
     scope = search_scope(user=user)
     provider_vectors = [embed_query(q) for q in queries[:n]]
-    sizes = {"scope_chunks": scope_index_stats(scope, model_id=MODEL).chunks, "model_chunks": model_chunk_count(MODEL)}
+    scope_chunks, model_chunks = scope_index_stats(scope, model_id=MODEL).chunks, model_chunk_count(MODEL)
     # Each path named; the walk bounded as search bounds it, from the scope's share of the index.
-    rank = functools.partial(vector_ranking, scope=scope, model_id=MODEL, dimension=384, limit=10, threshold=-1, **sizes)
+    rank = functools.partial(
+        vector_ranking,
+        scope=scope,
+        model_id=MODEL,
+        dimension=384,
+        limit=10,
+        threshold=-1,
+        scope_chunks=scope_chunks,
+        model_chunks=model_chunks,
+    )
     exact_ms, exacts = [], []
     for vector in provider_vectors:
         started = time.perf_counter()
         exacts.append(rank(vector=vector, path="exact"))
         exact_ms.append((time.perf_counter() - started) * 1000)
-    variants = [("sign bits", "signs", 0), ("HNSW", "hnsw", 0), *((f"HNSW, walk rows {r}", "hnsw", r) for r in walk_rows)]
+    variants: list[tuple[str, VectorPath, int]] = [
+        ("sign bits", "signs", 0),
+        ("HNSW", "hnsw", 0),
+        *((f"HNSW, walk rows {r}", "hnsw", r) for r in walk_rows),
+    ]
     results = {}
     for label, path, rows in variants:
         recalls, near_recalls, short, path_ms = [], [], 0, []
@@ -446,7 +460,7 @@ def measure_recall(user, queries: list[str], n: int, walk_rows: tuple[int, ...] 
             "p50_ms": statistics.median(path_ms),
             "p95_ms": sorted(path_ms)[int(0.95 * (len(path_ms) - 1))],
         }
-    return choose_path(limit=10, **sizes), results
+    return choose_path(limit=10, scope_chunks=scope_chunks, model_chunks=model_chunks), results
 
 
 def measure_split(user, queries: list[str], weights: tuple[float, ...] | None = None) -> dict:
