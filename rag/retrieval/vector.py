@@ -91,16 +91,14 @@ def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
     or they read less than a walk; otherwise a walk. Costs in exactly scanned chunks."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
         return "exact"
+    walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
+    if not settings.RAG_SIGN_BITS_MAX_SHARE or scope_chunks > SIGN_SCAN_CAP:
+        return "exact" if scope_chunks <= walk else "hnsw"  # no sign bits: the scan or the walk, whichever reads less
     signs = SIGN_ROW_COST * scope_chunks + rerank_depth(limit, scope_chunks)
     if scope_chunks <= signs:
         return "exact"
-    if scope_chunks > SIGN_SCAN_CAP:
-        return "hnsw"
     if scope_chunks < settings.RAG_SIGN_BITS_MAX_SHARE * model_chunks:
         return "signs"
-    walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
-    if not settings.RAG_SIGN_BITS_MAX_SHARE:
-        return "exact" if scope_chunks <= walk else "hnsw"  # sign bits turned off: the scan or the walk, as before
     return "signs" if signs <= walk else "hnsw"
 
 
