@@ -92,6 +92,22 @@ def sent_statements() -> Iterator[list[tuple[str, list]]]:
         yield statements
 
 
+def rank_for(user, query: list[float], *, limit: int, model_chunks: int, path: vector.Path) -> list:
+    """The user's visible chunks ranked for `query` by `path`, as search would call it for their whole scope."""
+    scope = search_scope(user=user)
+    return vector.vector_ranking(
+        scope=scope,
+        vector=query,
+        model_id="fake-embedding",
+        dimension=384,
+        limit=limit,
+        threshold=-1.0,
+        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
+        model_chunks=model_chunks,
+        path=path,
+    )
+
+
 @pytest.fixture
 def far_scope(db, cast):
     """Bob sees three notes about bees; the closest chunks to an owl question are in a collection he cannot see."""
@@ -111,18 +127,7 @@ def test_a_walk_that_gives_up_before_the_page_is_full_is_finished_by_an_exact_sc
     walked: list[int] = []
     walk = vector._walk
     monkeypatch.setattr(vector, "_walk", lambda *a, **kw: walked.append(len(rows := walk(*a, **kw))) or rows)
-    scope = search_scope(user=cast.bob)
-    hits = vector.vector_ranking(
-        scope=scope,
-        vector=embed_query("owls hunt mice"),
-        model_id="fake-embedding",
-        dimension=384,
-        limit=3,
-        threshold=-1.0,
-        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
-        model_chunks=303,
-        path="hnsw",
-    )
+    hits = rank_for(cast.bob, embed_query("owls hunt mice"), limit=3, model_chunks=303, path="hnsw")
     assert walked and walked[0] < 3, "the walk itself came back short"
     assert sorted(h.document_id for h in hits) == sorted(d.pk for d in far_scope)
 
@@ -200,19 +205,8 @@ def test_a_bad_vector_path_setting_fails_at_start_up(name, value, message):
 
 def test_a_sign_bit_scan_ranks_only_the_viewer_s_scope(cast, far_scope):
     """The nearest chunks to an owl question are in a collection bob cannot see: none of them is even a candidate."""
-    scope = search_scope(user=cast.bob)
     with sent_statements() as statements:
-        hits = vector.vector_ranking(
-            scope=scope,
-            vector=embed_query("owls hunt mice"),
-            model_id="fake-embedding",
-            dimension=384,
-            limit=3,
-            threshold=-1.0,
-            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
-            model_chunks=303,
-            path="signs",
-        )
+        hits = rank_for(cast.bob, embed_query("owls hunt mice"), limit=3, model_chunks=303, path="signs")
     assert sorted(h.document_id for h in hits) == sorted(d.pk for d in far_scope)
     assert [sql for sql, _ in statements if "chunk_sign_bits" in sql], "ranked by the sign bits, not scanned exactly"
     assert not [sql for sql, _ in statements if "c AS MATERIALIZED" in sql], "no exact scan finished the page"
@@ -223,18 +217,7 @@ def test_a_sign_bit_scan_reranks_by_the_full_vectors_within_the_scope(cast):
     hidden = CollectionFactory(team=cast.alice.team, name="Hidden", default_access="none")
     nearest = DocumentFactory(collection=hidden, text="Owls hunt mice at night.")
     index_documents(document_ids=[nearest.pk, *(d.pk for d in owls)])
-    scope = search_scope(user=cast.bob)
-    rank = functools.partial(
-        vector.vector_ranking,
-        scope=scope,
-        vector=embed_query("owls hunt mice"),
-        model_id="fake-embedding",
-        dimension=384,
-        limit=10,
-        threshold=-1.0,
-        scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
-        model_chunks=61,
-    )
+    rank = functools.partial(rank_for, cast.bob, embed_query("owls hunt mice"), limit=10, model_chunks=61)
     signs, exact = rank(path="signs"), rank(path="exact")
     assert len(signs) == 10
     assert [round(h.score, 6) for h in signs] == [round(h.score, 6) for h in exact], "the cosine, not the Hamming distance"
@@ -258,35 +241,13 @@ def test_a_sign_bit_scan_whose_nearest_readable_rows_are_invisible_joins_the_who
     monkeypatch.setattr(vector, "SIGN_RERANK_MIN", 3)
     monkeypatch.setattr(vector, "SIGN_RERANK_PER_HIT", 1)
     monkeypatch.setattr(vector, "SIGN_PREFILTER", 2)  # the six nearest rows first: all drafts
-    scope = search_scope(user=cast.bob)
     with sent_statements() as statements:
-        hits = vector.vector_ranking(
-            scope=scope,
-            vector=query,
-            model_id="fake-embedding",
-            dimension=384,
-            limit=3,
-            threshold=-1.0,
-            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
-            model_chunks=15,
-            path="signs",
-        )
+        hits = rank_for(cast.bob, query, limit=3, model_chunks=15, path="signs")
     assert sorted(h.document_id for h in hits) == sorted(d.pk for d in bees)
     assert [params[-4] for sql, params in statements if "chunk_sign_bits" in sql] == [6, None], "six first, then all"
     assert not [sql for sql, _ in statements if "c AS MATERIALIZED" in sql], "no exact scan finished the page"
     # Alice sees her drafts: the six nearest hold three of hers, and one statement is enough.
-    scope = search_scope(user=cast.alice)
     with sent_statements() as statements:
-        hits = vector.vector_ranking(
-            scope=scope,
-            vector=query,
-            model_id="fake-embedding",
-            dimension=384,
-            limit=3,
-            threshold=-1.0,
-            scope_chunks=scope_index_stats(scope, model_id="fake-embedding").chunks,
-            model_chunks=15,
-            path="signs",
-        )
+        hits = rank_for(cast.alice, query, limit=3, model_chunks=15, path="signs")
     assert {h.document_id for h in hits} <= {d.pk for d in drafts}
     assert len([sql for sql, _ in statements if "chunk_sign_bits" in sql]) == 1
