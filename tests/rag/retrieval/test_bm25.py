@@ -19,6 +19,11 @@ MODEL = "fake-embedding"
 
 def reference_bm25(user, query: str) -> dict[int, float]:
     """BM25 (k1, b as shipped) over the user's visible current chunks, computed in Python."""
+    return reference(user, query)[0]
+
+
+def reference(user, query: str) -> tuple[dict[int, float], dict[str, float], int]:
+    """BM25 scores over the user's visible current chunks, the IDF of each query word they hold, and their number."""
     from documents.models import Document
 
     visible = dict(Document.objects.visible_to(user).values_list("id", "version"))
@@ -36,6 +41,7 @@ def reference_bm25(user, query: str) -> dict[int, float]:
     avgdl = max(sum(c.doc_length for c in chunks) / n, 1.0)
     lengths = {c.pk: c.doc_length for c in chunks}
     df = {t: sum(t in tf[c] for c in tf) for t in terms}
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms if df[t]}
     scores: dict[int, float] = {}
     for chunk_id, freqs in tf.items():
         matched = [t for t in terms if t in freqs]
@@ -47,7 +53,7 @@ def reference_bm25(user, query: str) -> dict[int, float]:
                 / (freqs[t] + K1 * (1 - B + B * lengths[chunk_id] / avgdl))
                 for t in matched
             )
-    return scores
+    return scores, idf, n
 
 
 @pytest.mark.parametrize("viewer", ["alice", "bob"])
@@ -80,3 +86,25 @@ def test_bm25_scores_match_a_reference_over_only_the_viewers_chunks(cast, viewer
     # What hybrid search gives a chunk another ranking found is the same relevance, with this viewer's statistics.
     again = keyword_relevances(ranking, chunk_ids=[h.chunk_id for h in got], model_id=MODEL)
     assert again == pytest.approx({h.chunk_id: h.relevance for h in got}, rel=1e-9)
+
+
+def test_a_word_no_visible_chunk_holds_leaves_the_other_words_idf_in_place(cast):
+    """Each posting reads its word's IDF by the word's place in the query: a word in between that no visible
+    chunk holds changes no other word's IDF, and counts in the ceiling as a word never seen."""
+    docs = [
+        DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=title, text=text)
+        for title, text in (("a", "Owls hunt mice at night."), ("b", "Mice eat grain in the barn."), ("c", "Barn owls nest."))
+    ]
+    # Only alice reads this one: bob's chunks hold no "nightingale".
+    docs.append(DocumentFactory(collection=cast.private, created_by=cast.alice, title="p", text="Nightingales sing to owls."))
+    index_documents(document_ids=[d.pk for d in docs])
+    query = "owls nightingales mice"  # its words in the query's order: mice, nightingal, owl
+    expected, idf, n = reference(cast.bob, query)
+    assert set(idf) == {"mice", "owl"}
+    scope = search_scope(user=cast.bob)
+    ranking = keyword_ranking(scope=scope, query=query, model_id=MODEL, limit=50, stats=scope_index_stats(scope, model_id=MODEL))
+    assert {h.chunk_id: h.score for h in ranking.hits} == pytest.approx(expected, rel=1e-9)
+    assert ranking.idf == pytest.approx(idf, rel=1e-9)
+    assert ranking.ceiling == pytest.approx(sum(idf.values()) + math.log(1 + (n + 0.5) / 0.5), rel=1e-9)
+    for hit in ranking.hits:
+        assert hit.relevance == pytest.approx(expected[hit.chunk_id] / ranking.ceiling, rel=1e-9)
