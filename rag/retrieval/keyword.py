@@ -27,9 +27,9 @@ B = 0.4
 # come in as parameters (stats.scope_index_stats, from the per-document status rows). The
 # numbers are cast to float8: bound as literals they would be numeric, several times slower.
 # Each posting carries its word's place in the query (`word`), and its term reads the word's IDF from
-# an array at that place: joining every posting with the words' IDFs cost a tenth of the ranking (at 1M
-# chunks, 10% visible, p50 / p95 50.1 / 92.3 ms against 44.6 / 81.1; docs/benchmarks.md, issue 17,
-# twelfth session).
+# an array at that place: joining every posting with the words' IDFs cost about a tenth of the ranking
+# (at 1M chunks, 10% visible, p50 / p95 46.2 / 83.5 ms against 42.6 / 75.6; docs/benchmarks.md, issue
+# 17, twelfth session).
 # One posting's BM25 term (the posting `p`, its lexeme's IDF the SQL expression `idf`), for the ranking
 # and for the candidates it did not return alike.
 _TERM = """{idf} * p.tf * (%(k1)s::float8 + 1)
