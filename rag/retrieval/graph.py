@@ -63,57 +63,63 @@ def specificity(mentions: float, chunks: float) -> float:
     return math.log(1 + chunks / max(mentions, 1.0)) / math.log(1 + chunks)
 
 
-def _seed_entities(
-    scope: SearchScope, query: str, model_id: str, seed_chunk_ids: list[int], scope_chunks: int = 0
-) -> tuple[dict[uuid.UUID, float], set[uuid.UUID], bool]:
-    """Entities the question names (visible ones, by their specificity), those the seed chunks are about
-    (they only spread), and whether the question names a visible document by its title.
+def _question_entities(
+    scope: SearchScope, query: str, model_id: str, scope_chunks: int = 0
+) -> tuple[dict[uuid.UUID, float], bool]:
+    """The visible entities the question names, by their specificity, and whether one is a visible document's title.
 
     A name the question shares with every other passage ("breast cancer" in a medical corpus) is
     what keyword search already weighs; a specific one is what the graph adds.
     """
     seeds: dict[uuid.UUID, float] = {}
-    from_rankings: set[uuid.UUID] = set()
     names_documents = False
     keys = question_keys(query)
-    named: dict[uuid.UUID, str] = {}
+    if not keys:
+        return seeds, names_documents
     with connection.cursor() as cursor:
-        if keys:
-            # The team's entities by name first (an index lookup): the planner, guessing dozens, would
-            # otherwise scan every mention to join them.
-            cursor.execute("SELECT id, key FROM graph_entities WHERE team_id = %s AND key = ANY(%s)", [scope.user.team_id, keys])
-            named = dict(cursor.fetchall())
-        if named:
-            visible, visible_params = scope.named  # joined inline, as in `_spread`
-            cursor.execute(
-                f"""WITH e AS (
-                        SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
-                        FROM unnest(%(ids)s::uuid[]) AS e(id))
-                    SELECT e.id, bool_or(m.subject), count(*) FROM e
-                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
-                    JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
-                    GROUP BY e.id""",
-                {**visible_params, "model": model_id, "ids": list(named)},
-            )
-            rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
-            titles = {pk for pk, _, is_title, _ in rows if is_title}
-            mentions = {pk: min(count, HUB_COUNT_CAP) for pk, _, _, count in rows}
-            for pk in _longest_only({pk: key for pk, key, _, _ in rows}):
-                seeds[pk] = SEED_FROM_QUESTION * specificity(mentions[pk], scope_chunks)
-                names_documents = names_documents or pk in titles
-        if seed_chunk_ids:
-            # These chunks came from rankings that already filtered by the scope.
-            cursor.execute(
-                "SELECT chunk_id, entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject AND model_id = %s",
-                [seed_chunk_ids, model_id],
-            )
-            rank = {chunk_id: i for i, chunk_id in enumerate(seed_chunk_ids, start=1)}
-            for chunk_id, entity_id in cursor.fetchall():
-                if entity_id not in seeds:
-                    from_rankings.add(entity_id)
-                seeds[entity_id] = max(seeds.get(entity_id, 0.0), SEED_FROM_RANKINGS / rank[chunk_id])
-    return seeds, from_rankings, names_documents
+        # The team's entities by name first (an index lookup): the planner, guessing dozens, would
+        # otherwise scan every mention to join them.
+        cursor.execute("SELECT id, key FROM graph_entities WHERE team_id = %s AND key = ANY(%s)", [scope.user.team_id, keys])
+        named: dict[uuid.UUID, str] = dict(cursor.fetchall())
+        if not named:
+            return seeds, names_documents
+        visible, visible_params = scope.named  # joined inline, as in `_spread`
+        cursor.execute(
+            f"""WITH e AS (
+                    SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
+                    FROM unnest(%(ids)s::uuid[]) AS e(id))
+                SELECT e.id, bool_or(m.subject), count(*) FROM e
+                JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
+                JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
+                WHERE {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
+                GROUP BY e.id""",
+            {**visible_params, "model": model_id, "ids": list(named)},
+        )
+        rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
+    titles = {pk for pk, _, is_title, _ in rows if is_title}
+    mentions = {pk: min(count, HUB_COUNT_CAP) for pk, _, _, count in rows}
+    for pk in _longest_only({pk: key for pk, key, _, _ in rows}):
+        seeds[pk] = SEED_FROM_QUESTION * specificity(mentions[pk], scope_chunks)
+        names_documents = names_documents or pk in titles
+    return seeds, names_documents
+
+
+def _ranking_entities(seed_chunk_ids: list[int], model_id: str) -> dict[uuid.UUID, float]:
+    """The entities the seed chunks are about (their documents' subjects), the best-ranked chunk's weight each."""
+    if not seed_chunk_ids:
+        return {}
+    with connection.cursor() as cursor:
+        # These chunks came from rankings that already filtered by the scope.
+        cursor.execute(
+            "SELECT chunk_id, entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject AND model_id = %s",
+            [seed_chunk_ids, model_id],
+        )
+        rows = cursor.fetchall()
+    rank = {chunk_id: i for i, chunk_id in enumerate(seed_chunk_ids, start=1)}
+    seeds: dict[uuid.UUID, float] = {}
+    for chunk_id, entity_id in rows:
+        seeds[entity_id] = max(seeds.get(entity_id, 0.0), SEED_FROM_RANKINGS / rank[chunk_id])
+    return seeds
 
 
 def _spread(
@@ -206,6 +212,22 @@ class GraphRanking(NamedTuple):
     names_documents: bool
 
 
+class QuestionGraph(NamedTuple):
+    """What the graph reads from the question alone: hybrid search reads it while the keyword ranking runs."""
+
+    named: dict[uuid.UUID, float]  # the visible entities the question names, by specificity
+    names_documents: bool
+    reached: dict[uuid.UUID, float]  # the spread from `named` (`_spread`)
+    via: dict[uuid.UUID, set[int]]
+
+
+def question_graph(*, scope: SearchScope, query: str, model_id: str, scope_chunks: int = 0) -> QuestionGraph:
+    """The entities the question names and the spread from them, for `graph_ranking(question=...)`."""
+    named, names_documents = _question_entities(scope, query, model_id, scope_chunks)
+    reached, via = _spread(scope, model_id, named, set(), scope_chunks) if named else ({}, {})
+    return QuestionGraph(named, names_documents, reached, via)
+
+
 def graph_ranking(
     *,
     scope: SearchScope,
@@ -215,6 +237,7 @@ def graph_ranking(
     seed_chunk_ids: list[int] | None = None,
     scope_chunks: int = 0,
     graph_evidence_only: bool = False,
+    question: QuestionGraph | None = None,
 ) -> GraphRanking:
     """The `limit` best chunks by the graph: those whose document is, or whose text names, an entity reached.
 
@@ -227,26 +250,34 @@ def graph_ranking(
     its own text's evidence). Counting those twice lifted passages with a claim's literal name above the
     one that answers (SciFact, docs/benchmarks.md). The documents a name is the title of, and the other
     passages it leads to, still count.
+
+    `question`: `question_graph` of this scope and query, read beforehand (otherwise read here).
     """
-    seeds, spread_only, names_documents = _seed_entities(scope, query, model_id, seed_chunk_ids or [], scope_chunks)
-    if not seeds:
-        return GraphRanking([], False)
+    question = question or question_graph(scope=scope, query=query, model_id=model_id, scope_chunks=scope_chunks)
+    from_rankings = _ranking_entities(seed_chunk_ids or [], model_id)
     # Two spreads: what the question names reaches anything (a document the other rankings also
     # chose included); the other rankings' documents reach only other documents, never themselves.
-    named = {pk: score for pk, score in seeds.items() if pk not in spread_only}
-    chosen = {pk: score for pk, score in seeds.items() if pk in spread_only}
+    # A named entity a seed chunk is about spreads with the stronger of its two seeds.
+    named = {pk: max(score, from_rankings.get(pk, 0.0)) for pk, score in question.named.items()}
+    chosen = {pk: score for pk, score in from_rankings.items() if pk not in named}
+    if not named and not chosen:
+        return GraphRanking([], False)
+    # The question's spread as read beforehand, unless a seed chunk strengthened one of its names.
+    spreads = [
+        (question.reached, question.via) if named == question.named else _spread(scope, model_id, named, set(), scope_chunks)
+    ]
+    if chosen:
+        spreads.append(_spread(scope, model_id, chosen, set(chosen), scope_chunks))
     scores: dict[uuid.UUID, float] = {}
     via: dict[uuid.UUID, set[int]] = {}
-    for start, only in ((named, set()), (chosen, spread_only)):
-        if start:
-            reached, reached_via = _spread(scope, model_id, start, only, scope_chunks)
-            for pk, score in reached.items():
-                scores[pk] = scores.get(pk, 0.0) + score
-            for pk, chunks in reached_via.items():
-                via.setdefault(pk, set()).update(chunks)
+    for reached, reached_via in spreads:
+        for pk, score in reached.items():
+            scores[pk] = scores.get(pk, 0.0) + score
+        for pk, chunks in reached_via.items():
+            via.setdefault(pk, set()).update(chunks)
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
-        return GraphRanking([], names_documents)
+        return GraphRanking([], question.names_documents)
     # What a passage's mention of each entity counts: its whole score; with `graph_evidence_only`, what the
     # spread brought it (not the question's naming it), and nothing in the passages it was reached through.
     mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
@@ -296,4 +327,4 @@ def graph_ranking(
         # A question-named entity's own chunks score 1 or more; one hop away about HOP_DECAY, two hops its square.
         hits.append(Hit(chunk_id=chunk_id, score=decayed, relevance=min(1.0, decayed)))
     hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-    return GraphRanking(hits[:limit], names_documents)
+    return GraphRanking(hits[:limit], question.names_documents)

@@ -24,7 +24,7 @@ from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
 from rag.retrieval.explain import explain_hits
 from rag.retrieval.fusion import relevance_fusion, spread_documents
-from rag.retrieval.graph import graph_ranking
+from rag.retrieval.graph import graph_ranking, question_graph
 from rag.retrieval.hits import Hit, SearchResult
 from rag.retrieval.keyword import KeywordRanking, keyword_ranking, keyword_relevances
 from rag.retrieval.query import embed_query
@@ -98,6 +98,7 @@ def search(
     lap("scope_ms")
 
     depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
+    graph_in_hybrid = mode == "hybrid" and settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0
     vector: list[float] = []
     vector_hits: list[Hit] = []
     keyword = KeywordRanking([], {}, 1.0, 0.0)
@@ -117,6 +118,12 @@ def search(
             model_chunks=model_chunk_count(model_id),
         )
         lap("vector_ms")
+    question = None
+    if graph_in_hybrid:
+        # What the graph reads from the question alone does not wait for the other rankings: read on
+        # this thread while the keyword ranking (usually the slower of the two) still runs.
+        question = question_graph(scope=scope, query=query, model_id=model_id, scope_chunks=stats.chunks)
+        lap("graph_question_ms")
     if keyword_future is not None:
         keyword, lap.latency["keyword_ms"] = keyword_future.result()
         lap("keyword_wait_ms")
@@ -141,7 +148,7 @@ def search(
         ranked_by = {"vector": vector_hits, "keyword": keyword_hits}
         rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
         used = list(hybrid_weights[:2])
-        if settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0:
+        if graph_in_hybrid:
             # The graph spreads from the question's names and from the best chunks of the other two.
             first = relevance_fusion(rankings, weights=used) if any(used) else []
             seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
@@ -153,6 +160,7 @@ def search(
                 seed_chunk_ids=seeds,
                 scope_chunks=stats.chunks,
                 graph_evidence_only=True,
+                question=question,
             )
             rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
             ranked_by["graph"] = graph.hits

@@ -244,7 +244,7 @@ def test_a_question_naming_a_hub_and_a_specific_name_seeds_the_specific_one_more
     """A name every passage mentions is what keyword search already weighs: seeded by its specificity (an IDF
     of its visible mentions), it cannot outrank what a rare name in the same question leads to."""
     from rag.models import Entity
-    from rag.retrieval.graph import _seed_entities, specificity
+    from rag.retrieval.graph import _question_entities, specificity
     from rag.retrieval.stats import scope_index_stats
     from rag.retrieval.visibility import search_scope
 
@@ -262,7 +262,7 @@ def test_a_question_naming_a_hub_and_a_specific_name_seeds_the_specific_one_more
     index_documents(document_ids=[d.pk for d in pages])
     query = "What did Acme Studios and the Night Crew write?"
     scope = search_scope(user=cast.bob)
-    seeds, _, _ = _seed_entities(scope, query, MODEL, [], scope_index_stats(scope, model_id=MODEL).chunks)
+    seeds, _ = _question_entities(scope, query, MODEL, scope_index_stats(scope, model_id=MODEL).chunks)
     by_name = dict(Entity.objects.filter(pk__in=seeds).values_list("key", "id"))
     assert seeds[by_name["night crew"]] == pytest.approx(1.0) and seeds[by_name["acme studios"]] < 0.6
     assert titles(search(user=cast.bob, query=query, mode="graph", limit=5))[0] == "Report 11"
@@ -310,3 +310,44 @@ def test_beside_the_text_rankings_the_graph_ranks_a_passage_only_for_what_it_lea
     search(user=cast.bob, query=query, mode="hybrid", limit=3, threshold=0)
     search(user=cast.bob, query=query, mode="graph", limit=3, threshold=0)
     assert asked == [True, False]
+
+
+def test_a_named_entity_a_seed_chunk_is_about_spreads_with_the_stronger_seed_though_read_before(cast):
+    """Hybrid search reads the question's part of the graph while the keyword ranking runs (question_graph).
+    When one of the best chunks is about an entity the question names, that entity spreads with the stronger
+    of its two seeds, as if read after: the spread read before, with the weaker, is not reused."""
+    from rag.models import Entity
+    from rag.retrieval.graph import SEED_FROM_RANKINGS, question_graph
+    from rag.retrieval.stats import scope_index_stats
+
+    studio = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Acme Studios", text="Acme Studios employs the Night Crew."
+    )
+    crew = DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Night Crew", text="The Night Crew works nights."
+    )
+    reports = [
+        DocumentFactory(
+            collection=cast.handbook, created_by=cast.alice, title=f"Report {i}", text=f"Report {i} was written at Acme Studios."
+        )
+        for i in range(12)
+    ]
+    index_documents(document_ids=[studio.pk, crew.pk, *(r.pk for r in reports)])
+    query = "Who works for Acme Studios?"
+    scope = search_scope(user=cast.bob)
+    chunks = scope_index_stats(scope, model_id=MODEL).chunks
+    acme = Entity.objects.get(key="acme studios").pk
+    question = question_graph(scope=scope, query=query, model_id=MODEL, scope_chunks=chunks)
+    assert list(question.named) == [acme] and question.named[acme] < SEED_FROM_RANKINGS  # a hub: weaker than a first seed
+    studio_chunk = Chunk.objects.get(document=studio).pk
+    crew_chunk = Chunk.objects.get(document=crew).pk
+
+    def crew_score(**kwargs) -> float:
+        hits = graph_ranking(scope=scope, query=query, model_id=MODEL, limit=20, scope_chunks=chunks, **kwargs).hits
+        return next(h.score for h in hits if h.chunk_id == crew_chunk)
+
+    alone = crew_score()
+    read_before = crew_score(seed_chunk_ids=[studio_chunk], question=question)
+    assert read_before == pytest.approx(crew_score(seed_chunk_ids=[studio_chunk]), rel=1e-9)
+    # The Night Crew is one hop from Acme Studios: its score scales with Acme Studios' seed.
+    assert read_before == pytest.approx(alone * SEED_FROM_RANKINGS / question.named[acme], rel=1e-6)

@@ -350,6 +350,8 @@ def test_hybrid_search_ranks_by_keyword_on_a_second_connection_with_the_same_res
     ):
         overlapped = search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
         assert "keyword_wait_ms" in overlapped.latency, "the keyword ranking ran on the search thread"
+        stages = list(overlapped.latency)
+        assert stages.index("graph_question_ms") < stages.index("keyword_wait_ms"), "the question's graph read while it ran"
         assert {d.title for d in overlapped.documents.values()} == expected
         settings.RAG_CONCURRENT_SEARCH = False
         serial = search(user=user, query="owls hunt mice", threshold=0.0, mode="hybrid")
