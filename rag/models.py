@@ -365,10 +365,14 @@ class Mention(models.Model):
     class Meta:
         db_table = "graph_mentions"
         indexes = [
+            # In the order the graph ranks an entity's passages (its own document's first, then the ones naming
+            # it most): the ranking reads an entity's visible mentions in this order and stops at the few it
+            # keeps, instead of sorting all of a hub's mentions in the whole team (at 1M chunks a hybrid
+            # search's graph ranking took up to 190 ms so; docs/benchmarks.md, issue 17, thirteenth session).
             models.Index(
-                fields=["entity", "model_id"],
-                include=["document_id", "document_version", "chunk", "count", "subject", "title_only"],
-                name="mention_entity_covering",
+                fields=["entity", "model_id", "-subject", "-count", "chunk"],
+                include=["document_id", "document_version", "title_only"],
+                name="mention_entity_ranked",
             ),
             # "Is this entity the title of a document the viewer can read?": a few rows per entity.
             models.Index(
