@@ -253,7 +253,8 @@ def graph_ranking(
 
     `question`: `question_graph` of this scope and query, read beforehand (otherwise read here).
     """
-    question = question or question_graph(scope=scope, query=query, model_id=model_id, scope_chunks=scope_chunks)
+    if question is None:
+        question = question_graph(scope=scope, query=query, model_id=model_id, scope_chunks=scope_chunks)
     from_rankings = _ranking_entities(seed_chunk_ids or [], model_id)
     # Two spreads: what the question names reaches anything (a document the other rankings also
     # chose included); the other rankings' documents reach only other documents, never themselves.
