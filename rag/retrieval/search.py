@@ -102,7 +102,15 @@ def search(
     vector: list[float] = []
     vector_hits: list[Hit] = []
     keyword = KeywordRanking([], {}, 1.0, 0.0)
-    keyword_args: dict[str, Any] = {"scope": scope, "query": query, "model_id": model_id, "limit": depth, "stats": stats}
+    # Hybrid weighs every candidate's exact BM25 however it was found: it asks the keyword ranking for candidates.
+    keyword_args: dict[str, Any] = {
+        "scope": scope,
+        "query": query,
+        "model_id": model_id,
+        "limit": depth,
+        "stats": stats,
+        "candidates": mode == "hybrid",
+    }
     keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
     if mode in ("vector", "hybrid"):
         vector = embed_query(query, model.embedder())

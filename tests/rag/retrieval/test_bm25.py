@@ -9,6 +9,7 @@ from django.db import connection
 
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
+from rag.retrieval import keyword
 from rag.retrieval.keyword import K1, TEXT_SEARCH_CONFIG, B, keyword_ranking, keyword_relevances
 from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.visibility import search_scope
@@ -100,3 +101,79 @@ def test_a_word_no_visible_chunk_holds_leaves_the_other_words_idf_in_place(cast)
     assert ranking.ceiling == pytest.approx(sum(idf.values()) + math.log(1 + (n + 0.5) / 0.5), rel=1e-9)
     for hit in ranking.hits:
         assert hit.relevance == pytest.approx(expected[hit.chunk_id] / ranking.ceiling, rel=1e-9)
+
+
+def _page(scores: dict[int, float], limit: int) -> list[int]:
+    """The reference's page: the best `limit` chunks, ties by chunk id, as the ranking orders them."""
+    return sorted(scores, key=lambda chunk_id: (-scores[chunk_id], chunk_id))[:limit]
+
+
+@pytest.fixture
+def barn_and_owls(cast, monkeypatch):
+    """Seven of bob's eight chunks say "barn", three say "owl": with a floor of 5 chunks, "barn" is common."""
+    monkeypatch.setattr(keyword, "COMMON_WORD_MIN_CHUNKS", 5)
+    texts = [
+        "Barn owls nest in the old barn.",
+        "Owls hunt at night near the barn.",
+        "Owls sleep by day.",
+        "Hay is stored in the barn.",
+        "The red barn stands on the hill.",
+        "A barn cat sleeps in the barn loft, barn after barn.",
+        "Horses rest in the barn.",
+        "The barn roof leaks.",
+    ]
+    docs = [DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=f"x{i}", text=t) for i, t in enumerate(texts)]
+    index_documents(document_ids=[d.pk for d in docs])
+
+
+def rank(user, query: str, *, limit: int = 50, candidates: bool = False):
+    scope = search_scope(user=user)
+    stats = scope_index_stats(scope, model_id=MODEL)
+    return keyword_ranking(scope=scope, query=query, model_id=MODEL, limit=limit, stats=stats, candidates=candidates)
+
+
+def test_hybrid_candidates_leave_a_remembered_common_word_out_of_choosing_but_score_it(cast, barn_and_owls):
+    query = "owls in the barn"
+    expected, idf, _ = reference(cast.bob, query)
+    # Nothing remembered yet: every posting read, the page is BM25's, and "barn" (7 chunks) is remembered.
+    first = rank(cast.bob, query, candidates=True)
+    assert first.left_out == ()
+    assert [h.chunk_id for h in first.hits] == _page(expected, 50)
+    second = rank(cast.bob, query, candidates=True)
+    assert second.left_out == ("barn",)
+    # Chosen by "owl": the three owl chunks, each scored with its "barn" term too, in BM25's order.
+    owls = [h.chunk_id for h in first.hits][:3]
+    assert [h.chunk_id for h in second.hits] == owls
+    assert [h.score for h in second.hits] == pytest.approx([expected[c] for c in owls], rel=1e-9)
+    assert second.idf == pytest.approx(idf, rel=1e-9) and second.ceiling == pytest.approx(first.ceiling, rel=1e-9)
+    # A chunk only another ranking finds (one that says only "barn") weighs its real BM25 in hybrid search.
+    barn_only = _page(expected, 50)[-1]
+    relevance = keyword_relevances(second, chunk_ids=[barn_only], model_id=MODEL)
+    assert relevance == pytest.approx({barn_only: expected[barn_only] / second.ceiling}, rel=1e-9)
+
+
+def test_keyword_search_reads_every_posting_though_a_common_word_is_remembered(cast, barn_and_owls):
+    query = "owls in the barn"
+    expected = reference(cast.bob, query)[0]
+    rank(cast.bob, query, candidates=True)
+    ranking = rank(cast.bob, query, limit=5)
+    assert ranking.left_out == ()
+    assert [h.chunk_id for h in ranking.hits] == _page(expected, 5)  # two of them say only "barn"
+    assert [h.score for h in ranking.hits] == pytest.approx([expected[c] for c in _page(expected, 5)], rel=1e-9)
+
+
+def test_a_count_remembered_for_one_reader_is_not_used_for_another(cast, barn_and_owls):
+    # Alice alone reads these: her count of "barn" is 9, bob's 7.
+    private = [
+        DocumentFactory(collection=cast.private, created_by=cast.alice, title=f"p{i}", text="Owls in the barn, barn owls.")
+        for i in range(2)
+    ]
+    index_documents(document_ids=[d.pk for d in private])
+    query = "owls in the barn"
+    assert rank(cast.alice, query, candidates=True).left_out == ()
+    assert rank(cast.alice, query, candidates=True).left_out == ("barn",)
+    ranking = rank(cast.bob, query, candidates=True)
+    assert ranking.left_out == ()
+    expected, idf, _ = reference(cast.bob, query)
+    assert ranking.idf == pytest.approx(idf, rel=1e-9)
+    assert [h.chunk_id for h in ranking.hits] == _page(expected, 50)
