@@ -56,10 +56,12 @@ COUNT_CACHE_SECONDS = STATS_CACHE_SECONDS
 _TERM = """{idf} * p.tf * (%(k1)s::float8 + 1)
          / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * p.length / %(avgdl)s::float8))"""
 _IDF = "ln(1 + (greatest(%(n)s::float8, {df}) - {df} + 0.5) / ({df} + 0.5))"
+# The query's lexemes, in the order whose places `word` counts (the order keyword_ranking reads them in).
+_LEXEMES = "SELECT array_agg(lexeme) AS lex FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s))"
 # The visible postings of the query's words (those `read`), each with its word's place in the query.
 _POSTINGS = """
   SELECT w.place::int AS word, k.chunk_id, k.tf, k.length
-  FROM unnest(%(lex)s::text[]) WITH ORDINALITY AS w(lexeme, place)
+  FROM ql, unnest(ql.lex) WITH ORDINALITY AS w(lexeme, place)
     JOIN keyword_postings k ON k.lexeme = w.lexeme
     JOIN vd ON vd.id = k.document_id AND vd.version = k.document_version
   WHERE {read} AND k.model_id = %(model)s AND k.collection_id = ANY(ARRAY(SELECT DISTINCT collection_id FROM vd))"""
@@ -67,14 +69,15 @@ _POSTINGS = """
 # keyword_ranking), each held word's IDF, and the counts of the words whose postings were read.
 _OUTPUTS = """
        (SELECT sum(idf) FROM idf)
-         + (cardinality(%(lex)s::text[]) - (SELECT count(*) FROM idf)) * ln(1 + (%(n)s::float8 + 0.5) / 0.5) AS ceiling,
-       (SELECT json_object_agg((%(lex)s::text[])[i.word], i.idf) FROM idf i) AS idfs,
-       (SELECT json_object_agg((%(lex)s::text[])[c.word], c.df) FROM counted c) AS counts"""
+         + ((SELECT cardinality(lex) FROM ql) - (SELECT count(*) FROM idf)) * ln(1 + (%(n)s::float8 + 0.5) / 0.5) AS ceiling,
+       (SELECT json_object_agg(ql.lex[i.word], i.idf) FROM idf i, ql) AS idfs,
+       (SELECT json_object_agg(ql.lex[c.word], c.df) FROM counted c, ql) AS counts"""
 _BY_WORD = """by_word AS (
   SELECT array_agg(coalesce(i.idf, 0) ORDER BY place) AS idfs
-  FROM generate_series(1, cardinality(%(lex)s::text[])) AS place LEFT JOIN idf i ON i.word = place)"""
+  FROM generate_series(1, (SELECT cardinality(lex) FROM ql)) AS place LEFT JOIN idf i ON i.word = place)"""
 _SQL = f"""
-WITH vd AS MATERIALIZED ({{visible}}),
+WITH ql AS ({_LEXEMES}),
+vd AS MATERIALIZED ({{visible}}),
 p AS MATERIALIZED ({_POSTINGS.format(read="true")}),
 counted AS MATERIALIZED (SELECT word, count(*)::float8 AS df FROM p GROUP BY word),
 idf AS MATERIALIZED (SELECT word, {_IDF.format(df="df")} AS idf FROM counted),
@@ -87,7 +90,8 @@ GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(limit)s
 # the best CANDIDATE_DEPTH x `limit` of them then scored in full, each common word's term read from the
 # chunk's own postings (the primary key, chunk then lexeme; OFFSET 0 keeps it a lookup per chunk).
 _CANDIDATES_SQL = f"""
-WITH vd AS MATERIALIZED ({{visible}}),
+WITH ql AS ({_LEXEMES}),
+vd AS MATERIALIZED ({{visible}}),
 common AS MATERIALIZED (
   SELECT c.place::int AS place, {_IDF.format(df="c.df")} AS idf
   FROM unnest(%(common)s::int[], %(common_dfs)s::float8[]) AS c(place, df)),
@@ -100,8 +104,8 @@ chosen AS (
   GROUP BY p.chunk_id ORDER BY by_others DESC, p.chunk_id LIMIT %(depth)s)
 SELECT b.chunk_id, b.by_others + coalesce((
          SELECT sum({{term}})
-         FROM (SELECT k.tf, k.length, array_position(%(lex)s::text[], k.lexeme) AS word FROM keyword_postings k
-               WHERE k.chunk_id = b.chunk_id AND k.lexeme = ANY(ARRAY(SELECT (%(lex)s::text[])[place] FROM common))
+         FROM (SELECT k.tf, k.length, array_position((SELECT lex FROM ql), k.lexeme) AS word FROM keyword_postings k
+               WHERE k.chunk_id = b.chunk_id AND k.lexeme = ANY(ARRAY(SELECT ql.lex[place] FROM common, ql))
                  AND k.model_id = %(model)s OFFSET 0) AS p), 0) AS score,{_OUTPUTS}
 FROM chosen b
 ORDER BY score DESC, b.chunk_id LIMIT %(limit)s
@@ -130,21 +134,20 @@ def keyword_ranking(
     visible, visible_params = scope.whole_named  # read whole, materialised (vd)
     n = float(max(stats.chunks, 1))
     avgdl = max(stats.keyword_length / n, 1.0)
+    params: dict = {"cfg": TEXT_SEARCH_CONFIG, "q": query}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(array_agg(lexeme), '{}') FROM unnest(to_tsvector(%s::regconfig, %s))", [TEXT_SEARCH_CONFIG, query]
-        )
-        lexemes: list[str] = cursor.fetchone()[0]
-        if not lexemes:
-            return KeywordRanking([], {}, avgdl, 0.0)
         common: list[tuple[str, int]] = []
-        if candidates:
+        lexemes: list[str] = []
+        # Only hybrid's candidates, in a scope where a word can be common, read the lexemes first (to look up
+        # their remembered counts); otherwise the one statement reads them itself.
+        if candidates and n >= COMMON_WORD_MIN_CHUNKS:
+            cursor.execute(_LEXEMES, params)
+            lexemes = cursor.fetchone()[0] or []
             remembered = _remembered_counts(scope, model_id, lexemes)
             common = sorted(((w, df) for w, df in remembered.items() if df >= COMMON_WORD_SHARE * n), key=lambda item: -item[1])
             common = common[: int(len(lexemes) * COMMON_WORDS_OF_QUERY)]
-        params = {
+        params |= {
             **visible_params,
-            "lex": lexemes,
             "model": model_id,
             "k1": K1,
             "b": B,
