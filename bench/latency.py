@@ -13,7 +13,8 @@ no mode profits from another's query-embedding cache.
 
 Each mode is timed on two servers: the default, and one with sign bits off (RAG_SIGN_BITS_MAX_SHARE=0: the
 reader's scope walked through HNSW or scanned instead). Each size is built once into its own embedded database (`cairn_bench_latency_<n>`) and reused.
-The server is gunicorn with the production settings shape (DEBUG off), on 127.0.0.1.
+The server is what `make run` runs (`python -m config.serve`: gunicorn's gthread workers sharing a Redis cache, a
+Celery worker and beat; DEBUG off), on 127.0.0.1, started afresh (its cache empty) for each of the two servers.
 
 Recall: the reader's vector ranking by sign bits (rerank of the Hamming-nearest) and through the HNSW index
 (iterative scans), each against an exact scan of the same scope, and which of them search chooses for the reader.
@@ -33,6 +34,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -321,9 +323,18 @@ def free_port() -> int:
 
 
 def start_server(database: str, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`python -m config.serve` (what `make run` runs: gunicorn's gthread workers, a Celery worker and beat, and the
+    Redis it starts for the broker and the cache every web process shares) on the bench's database, in its own run
+    directory, emptied first: each server starts with a cold cache."""
+    run_dir = ROOT / "var" / "bench-latency-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
     env = {
         **os.environ,
         "CAIRN_EMBEDDED_DATABASE": database,
+        "CAIRN_RUN_DIR": str(run_dir),
+        "CELERY_BROKER_URL": "",
+        "REDIS_URL": "",
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
         "DEBUG": "false",
         "RAG_EMBEDDING_PROVIDER": "local",
@@ -332,40 +343,38 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
         "LOG_LEVEL": "WARNING",
         **(extra_env or {}),
     }
+    log_path = run_dir / "serve.log"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "config.wsgi",
-            "-b",
-            f"127.0.0.1:{port}",
-            "-w",
-            "2",
-            "--preload",
-            "--log-level",
-            "warning",
-        ],
+        [sys.executable, "-m", "config.serve", "--no-migrate", "--bind", f"127.0.0.1:{port}"],
         cwd=ROOT,
         env=env,
         start_new_session=True,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     import httpx
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"config.serve exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                 return process
         except httpx.HTTPError:
             time.sleep(0.3)
-    process.kill()
-    raise SystemExit("the server did not start")
+    stop_server(process)
+    raise SystemExit(f"config.serve did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
 
 
 def stop_server(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(20)
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)  # the supervisor stops its children (web, worker, beat, broker), as Ctrl-C would
+        try:
+            process.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 def load_queries() -> list[str]:
@@ -376,8 +385,10 @@ def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> di
     import httpx
 
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    for query in queries[-20:]:  # warm both workers: model loaded, connections open
-        client.post("/api/rag.search", json={"query": query, "mode": "hybrid"})
+    # Warm every web process (model loaded, connections open): a connection closed after each request lands on any
+    # of them. The measured requests then share one kept-alive connection, as one client's would.
+    for query in queries[-20:]:
+        client.post("/api/rag.search", json={"query": query, "mode": "hybrid"}, headers={"Connection": "close"})
     results = {}
     for m, (label, body) in enumerate(HTTP_MODES.items()):
         latencies, short = [], 0

@@ -151,6 +151,10 @@ else:
 # catalog caches on every search. Health checks drop a connection the server has closed.
 DATABASES["default"]["CONN_MAX_AGE"] = _positive_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Statements that search prepares on its connection (rag.retrieval.prepared) from their first execution;
+# None leaves them unprepared, for a pooler that does not keep a session's prepared statements.
+# Django's own cursors never prepare either way.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0 if _bool("DATABASE_PREPARED_STATEMENTS", True) else None
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "permissions.User"

@@ -21,6 +21,7 @@ from django.db import connection
 from rag.retrieval.graph_policy import mention_counts, relation_counts, titled_document_visible
 from rag.retrieval.hits import Hit
 from rag.retrieval.names import is_meaningful_key, normalised_text
+from rag.retrieval.prepared import prepared_cursor
 from rag.retrieval.visibility import SearchScope
 
 MAX_NAME_WORDS = 8
@@ -76,7 +77,7 @@ def _question_entities(
     keys = question_keys(query)
     if not keys:
         return seeds, names_documents
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         # The team's entities by name first (an index lookup): the planner, guessing dozens, would
         # otherwise scan every mention to join them.
         cursor.execute("SELECT id, key FROM graph_entities WHERE team_id = %s AND key = ANY(%s)", [scope.user.team_id, keys])
@@ -141,7 +142,7 @@ def _spread(
         if not frontier:
             break
         ids, weights = list(frontier), [frontier[pk] for pk in frontier]
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
             cursor.execute(
                 f"""WITH s AS (
@@ -284,7 +285,7 @@ def graph_ranking(
     mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
     through = {str(pk): sorted(via[pk]) for pk, _ in top if via.get(pk)} if graph_evidence_only else {}
     visible, visible_params = scope.named  # joined inline, as in `_spread`
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"""WITH s AS (
                     SELECT s.id, s.score, s.mentioned, coalesce(%(through)s::jsonb -> s.id::text, '[]') AS through,

@@ -79,6 +79,7 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
         ("RAG_FAKE_EMBED_DELAY", "soon", "RAG_FAKE_EMBED_DELAY has an invalid value"),
         ("RAG_FAKE_LLM_DELAY", "-1", "RAG_FAKE_LLM_DELAY must be between"),
         ("DATABASE_CONN_MAX_AGE", "forever", "DATABASE_CONN_MAX_AGE has an invalid value"),
+        ("DATABASE_PREPARED_STATEMENTS", "sometimes", "DATABASE_PREPARED_STATEMENTS must be true or false"),
         ("DEBUG", "perhaps", "DEBUG must be true or false"),
         ("RAG_GRAPH_EXTRACTOR", "spacy", "RAG_GRAPH_EXTRACTOR must be rules or llm, got 'spacy'"),
         ("RAG_GRAPH_LLM_MAX_CALLS", "-1", "RAG_GRAPH_LLM_MAX_CALLS must be at least 0"),

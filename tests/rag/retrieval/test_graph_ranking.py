@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from documents.models import Document
 from rag.indexing.graph import rename_document_entity
@@ -84,6 +84,42 @@ def test_graph_mode_reaches_the_document_one_hop_from_the_one_the_question_names
 def test_hybrid_search_puts_the_bridge_and_the_answer_on_top(cast, films):
     result = search(user=cast.bob, query="When did the director of film The Organization (Film) die?", limit=2, threshold=0.0)
     assert set(titles(result)) == {"The Organization (Film)", "Don Medford"}
+
+
+def _hop_plans() -> tuple[int, int]:
+    """This connection's generic and custom plans of the graph's hop statement, prepared by earlier searches."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ["%hop AS (%"],
+        )
+        generic, custom = cursor.fetchone()
+    return int(generic), int(custom)
+
+
+def test_the_graph_plans_its_hops_once_and_runs_them_with_that_plan(cast, films):
+    question = "When did the director of film The Organization (Film) die?"
+    before = _hop_plans()
+    first = titles(search(user=cast.bob, query=question, limit=5, threshold=0.0))
+    again = titles(search(user=cast.bob, query=question, limit=5, threshold=0.0))
+    generic, custom = _hop_plans()
+    assert again == first and first[:2] in (["The Organization (Film)", "Don Medford"], ["Don Medford", "The Organization (Film)"])
+    # Each search hops at least once (from the film the question names), every time with the prepared generic plan.
+    assert generic - before[0] >= 2
+    assert custom == before[1]
+
+
+def test_without_prepared_statements_the_graph_ranks_the_same(cast, films):
+    question = "When did the director of film The Organization (Film) die?"
+    prepared = graph(cast.bob, question)
+    before = _hop_plans()
+    connection.connection.prepare_threshold = None  # what DATABASE_PREPARED_STATEMENTS=false gives a connection
+    try:
+        assert graph(cast.bob, question) == prepared
+        assert _hop_plans() == before
+    finally:
+        connection.connection.prepare_threshold = 0
 
 
 def test_a_hop_never_passes_through_a_document_the_viewer_cannot_read(cast):
