@@ -104,7 +104,10 @@ def test_the_graph_plans_its_hops_once_and_runs_them_with_that_plan(cast, films)
     first = titles(search(user=cast.bob, query=question, limit=5, threshold=0.0))
     again = titles(search(user=cast.bob, query=question, limit=5, threshold=0.0))
     generic, custom = _hop_plans()
-    assert again == first and first[:2] in (["The Organization (Film)", "Don Medford"], ["Don Medford", "The Organization (Film)"])
+    assert again == first and first[:2] in (
+        ["The Organization (Film)", "Don Medford"],
+        ["Don Medford", "The Organization (Film)"],
+    )
     # Each search hops at least once (from the film the question names), every time with the prepared generic plan.
     assert generic - before[0] >= 2
     assert custom == before[1]
