@@ -89,16 +89,23 @@ def _question_entities(
             f"""WITH e AS (
                     SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
                     FROM unnest(%(ids)s::uuid[]) AS e(id))
-                SELECT e.id, bool_or(m.subject), count(*) FROM e
-                JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
-                JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                WHERE {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
-                GROUP BY e.id""",
-            {**visible_params, "model": model_id, "ids": list(named)},
+                -- Counted up to HUB_COUNT_CAP, as a hop counts what it reaches, not every visible mention of a
+                -- name thousands of passages share (at 1M chunks up to 31 ms, now 14; docs/benchmarks.md, issue
+                -- 17, fifteenth session). Among the mentions that count, one is its document's subject exactly
+                -- when the entity is a visible document's title: title_ok.
+                SELECT e.id, e.title_ok, d.n FROM e, LATERAL (
+                    SELECT count(*) AS n FROM (
+                        SELECT 1 FROM graph_mentions m
+                        JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
+                        WHERE m.entity_id = e.id AND m.model_id = %(model)s
+                          AND {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
+                        LIMIT %(cap)s) z) d
+                WHERE d.n > 0""",
+            {**visible_params, "model": model_id, "ids": list(named), "cap": HUB_COUNT_CAP},
         )
         rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
     titles = {pk for pk, _, is_title, _ in rows if is_title}
-    mentions = {pk: min(count, HUB_COUNT_CAP) for pk, _, _, count in rows}
+    mentions = {pk: count for pk, _, _, count in rows}
     for pk in _longest_only({pk: key for pk, key, _, _ in rows}):
         seeds[pk] = SEED_FROM_QUESTION * specificity(mentions[pk], scope_chunks)
         names_documents = names_documents or pk in titles
