@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import psycopg
 from django.db import connection, transaction
-from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.backends.utils import CursorWrapper
 
 
@@ -35,7 +36,8 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         with connection.cursor() as setting:
             setting.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         with connection.wrap_database_errors:
-            raw = ServerBindingCursor(connection.connection)
+            # Any: django-stubs types make_cursor's argument as Django's own wrapper, not the driver's cursor it wraps.
+            raw: Any = psycopg.Cursor(connection.connection)
         cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
         with cursor:
             yield cursor
