@@ -1,13 +1,13 @@
 """Cold start of the web server: from starting gunicorn to the first answered search, and what the first
 searches of each process cost.
 
-Runs gunicorn as bench/latency.py does (2 workers, `--preload`, DEBUG off) against the corpus that
+Serves as bench/latency.py does (`python -m config.serve`, what `make run` runs, DEBUG off) the corpus that
 bench/latency.py built for `--chunks` (run that first), then, as its reader over HTTP:
 
-- *ready*: from starting the process to `/health` answering (imports, settings, the embedded
-  PostgreSQL's address, the app loaded in the master and forked);
+- *ready*: from starting the process to `/health` answering (imports, settings, the broker started, the
+  embedded PostgreSQL's address, each gunicorn worker loading the app);
 - *first answer*: from starting the process to the first hybrid `rag.search` answered;
-- the first searches one by one (new connections, so both workers are reached), against the median
+- the first searches one by one (new connections, so several workers are reached), against the median
   of 20 warm ones: what loading the embedding model and the first queries' caches cost.
 
 Reproduce:  .venv/bin/python bench/cold_start.py --chunks 100000 --runs 3
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from latency import database_name, free_port, load_queries, start_server, stop_server  # noqa: E402
+from latency import database_name, free_port, load_queries, start_server, stop_serve  # noqa: E402
 
 
 def search(port: int, token: str, query: str) -> float:
@@ -64,7 +64,7 @@ def main() -> None:
             answered = ready + first[0]
             warm = statistics.median(search(port, token, queries[run * 40 + 4 + i]) for i in range(20))
         finally:
-            stop_server(server)
+            stop_serve(server)
         print(
             f"run {run}: ready {ready:.0f} ms, first answer {answered:.0f} ms after start; first searches "
             f"{', '.join(f'{ms:.0f}' for ms in first)} ms; warm median {warm:.1f} ms"

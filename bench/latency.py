@@ -36,7 +36,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -45,6 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from answer_cache import stop_serve  # bench/: stops config.serve as Ctrl-C would
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -323,17 +323,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+RUN_DIR = ROOT / "var" / "bench-latency-run"
+
+
 def start_server(database: str, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """`python -m config.serve` (what `make run` runs: gunicorn's gthread workers, a Celery worker and beat, and the
     Redis it starts for the broker and the cache every web process shares) on the bench's database, in its own run
-    directory, emptied first: each server starts with a cold cache."""
-    run_dir = ROOT / "var" / "bench-latency-run"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
+    directory, emptied first (each server starts with a cold cache); returns once `/health` answers."""
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
+    RUN_DIR.mkdir(parents=True)
     env = {
         **os.environ,
         "CAIRN_EMBEDDED_DATABASE": database,
-        "CAIRN_RUN_DIR": str(run_dir),
+        "CAIRN_RUN_DIR": str(RUN_DIR),
         "CELERY_BROKER_URL": "",
         "REDIS_URL": "",
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
@@ -344,7 +346,7 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
         "LOG_LEVEL": "WARNING",
         **(extra_env or {}),
     }
-    log_path = run_dir / "serve.log"
+    log_path = RUN_DIR / "serve.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "config.serve", "--no-migrate", "--bind", f"127.0.0.1:{port}"],
         cwd=ROOT,
@@ -361,31 +363,24 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
             raise SystemExit(f"config.serve exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
+                return process
         except httpx.HTTPError:
             time.sleep(0.3)
-    else:
-        stop_server(process)
-        raise SystemExit(f"config.serve did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-    # A starting Celery worker reconciles the whole index (rag.receivers): measure searches after it, not beside it.
+    stop_serve(process)
+    raise SystemExit(f"config.serve did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
+
+
+def wait_for_reconciliation(process: subprocess.Popen) -> None:
+    """Until the worker's start-up reconciliation of the whole index (rag.receivers) has ended: measure searches
+    after it, not beside it."""
     started = time.monotonic()
+    log_path = RUN_DIR / "serve.log"
     while not re.search(r"reconcile_index_task\[[^\]]+\] (succeeded|raised)", log_path.read_text(errors="replace")):
         if time.monotonic() - started > 900:
-            stop_server(process)
+            stop_serve(process)
             raise SystemExit("the worker's start-up reconciliation did not finish within 15 minutes")
         time.sleep(0.5)
     print(f"  server up; the worker's start-up reconciliation ended {time.monotonic() - started:.1f} s after it answered")
-    return process
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)  # the supervisor stops its children (web, worker, beat, broker), as Ctrl-C would
-        try:
-            process.wait(90)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
 
 
 def load_queries() -> list[str]:
@@ -564,9 +559,10 @@ def main() -> None:
         port = free_port()
         server = start_server(corpus["database"], port, extra)
         try:
+            wait_for_reconciliation(server)
             runs[label] = measure_http(port, corpus["token"], queries, args.queries)
         finally:
-            stop_server(server)
+            stop_serve(server)
     print(f"{chunks} chunks, user {corpus['user']} sees {corpus['visible']} ({corpus['visible'] / chunks:.0%})")
     for label, http in runs.items():
         for mode, r in http.items():

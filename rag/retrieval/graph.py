@@ -145,11 +145,12 @@ def _spread(
     # The scope joined inline, not as a materialised set: each lateral step then finds its few rows'
     # documents through the primary key instead of scanning every visible document again.
     visible, visible_params = scope.named
-    for _ in range(HOPS):
-        if not frontier:
-            break
-        ids, weights = list(frontier), [frontier[pk] for pk in frontier]
-        with prepared_cursor() as cursor:
+    # One transaction (its generic-plan setting) for every hop of the spread.
+    with prepared_cursor() as cursor:
+        for _ in range(HOPS):
+            if not frontier:
+                break
+            ids, weights = list(frontier), [frontier[pk] for pk in frontier]
             # Both directions: "the director of X" is X -> director, "X's father" may be written on the father's page.
             cursor.execute(
                 f"""WITH s AS (
@@ -199,17 +200,17 @@ def _spread(
                 },
             )
             rows = cursor.fetchall()
-        reached = {pk: float(score) * HOP_DECAY for pk, score, _ in rows}
-        for pk, _, chunks in rows:
-            via.setdefault(pk, set()).update(chunks or ())
-        frontier = {}
-        for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
-            if pk in spread_only:
-                continue  # a way back to where this spread started adds nothing
-            # Only strongly reached entities spread further: a second hop from a weak one is noise.
-            if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
-                frontier[pk] = score
-            scores[pk] = scores.get(pk, 0.0) + score
+            reached = {pk: float(score) * HOP_DECAY for pk, score, _ in rows}
+            for pk, _, chunks in rows:
+                via.setdefault(pk, set()).update(chunks or ())
+            frontier = {}
+            for pk, score in sorted(reached.items(), key=lambda item: -item[1])[:MAX_FRONTIER]:
+                if pk in spread_only:
+                    continue  # a way back to where this spread started adds nothing
+                # Only strongly reached entities spread further: a second hop from a weak one is noise.
+                if score >= NEXT_HOP_MIN_SCORE and len(frontier) < NEXT_HOP_FRONTIER:
+                    frontier[pk] = score
+                scores[pk] = scores.get(pk, 0.0) + score
     return scores, via
 
 

@@ -117,12 +117,13 @@ def test_without_prepared_statements_the_graph_ranks_the_same(cast, films):
     question = "When did the director of film The Organization (Film) die?"
     prepared = graph(cast.bob, question)
     before = _hop_plans()
+    threshold = connection.connection.prepare_threshold
     connection.connection.prepare_threshold = None  # what DATABASE_PREPARED_STATEMENTS=false gives a connection
     try:
         assert graph(cast.bob, question) == prepared
         assert _hop_plans() == before
     finally:
-        connection.connection.prepare_threshold = 0
+        connection.connection.prepare_threshold = threshold
 
 
 def test_a_hop_never_passes_through_a_document_the_viewer_cannot_read(cast):
