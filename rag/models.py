@@ -353,6 +353,9 @@ class Mention(models.Model):
     entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="mentions", db_index=False)
     document_id = models.UUIDField()
     document_version = models.PositiveIntegerField()
+    # The document's collection (kept right on a move by a trigger, migration 0019): a hub's mentions in the
+    # collections a viewer cannot read are passed over in the index, not checked one by one.
+    collection_id = models.UUIDField()
     model_id = models.CharField(max_length=200)
     count = models.PositiveSmallIntegerField(default=1)
     # True when the chunk belongs to the document the entity names (its subject), not a mention elsewhere.
@@ -371,7 +374,7 @@ class Mention(models.Model):
             # search's graph ranking took up to 190 ms so; docs/benchmarks.md, issue 17, thirteenth session).
             models.Index(
                 fields=["entity", "model_id", "-subject", "-count", "chunk"],
-                include=["document_id", "document_version", "title_only"],
+                include=["document_id", "document_version", "collection_id", "title_only"],
                 name="mention_entity_ranked",
             ),
             # "Is this entity the title of a document the viewer can read?": a few rows per entity.
@@ -396,6 +399,9 @@ class Relation(models.Model):
     weight = models.FloatField(default=1.0)
     document_id = models.UUIDField()
     document_version = models.PositiveIntegerField()
+    # The document's collection (kept right on a move by a trigger, migration 0019): a hop reads an entity's
+    # relations in the collections the viewer can read only, however many copies the team holds elsewhere.
+    collection_id = models.UUIDField()
     model_id = models.CharField(max_length=200)
     # An end that is an entity only because it is a document's title (see Mention.title_only): the
     # relation counts only for viewers who can read a document with that title.
@@ -406,14 +412,14 @@ class Relation(models.Model):
         db_table = "graph_relations"
         indexes = [
             models.Index(
-                fields=["source", "model_id"],
+                fields=["source", "model_id", "collection_id"],
                 include=["target", "weight", "document_id", "document_version", "source_title_only", "target_title_only"],
-                name="relation_source_covering",
+                name="relation_source_collection",
             ),
             models.Index(
-                fields=["target", "model_id"],
+                fields=["target", "model_id", "collection_id"],
                 include=["source", "weight", "document_id", "document_version", "source_title_only", "target_title_only"],
-                name="relation_target_covering",
+                name="relation_target_collection",
             ),
         ]
 

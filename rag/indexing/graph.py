@@ -273,6 +273,7 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
             "chunk_id": chunk.pk,
             "document_id": document.pk,
             "document_version": chunk.document_version,
+            "collection_id": document.collection_id,
             "model_id": chunk.model_id,
         }
         if own_name:
@@ -336,11 +337,12 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
     with connection.cursor() as cursor:
         cursor.execute(
             """WITH lex AS (SELECT array_agg(lexeme) AS l, count(*) AS n FROM unnest(to_tsvector(%s::regconfig, %s)))
-               SELECT e.id, e.chunk_text, e.document_id, e.document_version
+               SELECT e.id, e.chunk_text, e.document_id, e.document_version, d.collection_id
                FROM (SELECT k.chunk_id FROM keyword_postings k, lex
                      WHERE k.model_id = %s AND k.lexeme = ANY(lex.l) AND k.document_id <> %s
                      GROUP BY k.chunk_id HAVING count(*) = max(lex.n)) c
                JOIN document_embeddings e ON e.id = c.chunk_id
+               JOIN documents_document d ON d.id = e.document_id
                WHERE e.team_id = %s AND e.created_at < %s
                LIMIT %s""",
             [TEXT_SEARCH_CONFIG, document.title, model_id, document.pk, document.team_id, created_before, MAX_LINK_CANDIDATES],
@@ -354,8 +356,16 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
     )
     Mention.objects.bulk_create(
         [
-            Mention(chunk_id=c, entity_id=target, document_id=d, document_version=v, model_id=model_id, title_only=True)
-            for c, _, d, v in candidates
+            Mention(
+                chunk_id=c,
+                entity_id=target,
+                document_id=d,
+                document_version=v,
+                collection_id=collection,
+                model_id=model_id,
+                title_only=True,
+            )
+            for c, _, d, v, collection in candidates
         ],
         ignore_conflicts=True,
     )
@@ -368,10 +378,11 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
                 predicate=PREDICATE_MENTIONS,
                 document_id=d,
                 document_version=v,
+                collection_id=collection,
                 model_id=model_id,
                 target_title_only=True,
             )
-            for c, _, d, v in candidates
+            for c, _, d, v, collection in candidates
             if c in subjects and subjects[c] != target
         ]
     )

@@ -163,6 +163,7 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
             "chunk_id": chunk.pk,
             "document_id": document.pk,
             "document_version": chunk.document_version,
+            "collection_id": document.collection_id,
             "model_id": chunk.model_id,
         }
         words = f" {normalised_text(chunk.chunk_text)} "

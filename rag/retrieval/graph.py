@@ -85,6 +85,7 @@ def _question_entities(
         if not named:
             return seeds, names_documents
         visible, visible_params = scope.named  # joined inline, as in `_spread`
+        collections, collections_params = scope.collections_named
         cursor.execute(
             f"""WITH e AS (
                     SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
@@ -97,11 +98,11 @@ def _question_entities(
                     SELECT count(*) AS n FROM (
                         SELECT 1 FROM graph_mentions m
                         JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                        WHERE m.entity_id = e.id AND m.model_id = %(model)s
+                        WHERE m.entity_id = e.id AND m.model_id = %(model)s AND m.collection_id = ANY(ARRAY({collections}))
                           AND {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
                         LIMIT %(cap)s) z) d
                 WHERE d.n > 0""",
-            {**visible_params, "model": model_id, "ids": list(named), "cap": HUB_COUNT_CAP},
+            {**visible_params, **collections_params, "model": model_id, "ids": list(named), "cap": HUB_COUNT_CAP},
         )
         rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
     titles = {pk for pk, _, is_title, _ in rows if is_title}
@@ -145,6 +146,9 @@ def _spread(
     # The scope joined inline, not as a materialised set: each lateral step then finds its few rows'
     # documents through the primary key instead of scanning every visible document again.
     visible, visible_params = scope.named
+    # The readable collections' facts only, through the indexes that lead with the collection after the entity:
+    # a hub's facts elsewhere in the team are passed over, not each checked against the visible documents.
+    collections, collections_params = scope.collections_named
     # One transaction (its generic-plan setting) for every hop of the spread.
     with prepared_cursor() as cursor:
         for _ in range(HOPS):
@@ -164,14 +168,14 @@ def _spread(
                                    (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s] AS via
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.source_id = s.id AND r.model_id = %(model)s
+                            WHERE r.source_id = s.id AND r.model_id = %(model)s AND r.collection_id = ANY(ARRAY({collections}))
                               AND {relation_counts("r", f"({visible})", source_visible="s.title_ok")}
                             GROUP BY r.target_id
                             UNION ALL
                             SELECT r.source_id, sum(r.weight) * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
-                            WHERE r.target_id = s.id AND r.model_id = %(model)s
+                            WHERE r.target_id = s.id AND r.model_id = %(model)s AND r.collection_id = ANY(ARRAY({collections}))
                               AND {relation_counts("r", f"({visible})", target_visible="s.title_ok")}
                             GROUP BY r.source_id
                         ) x ORDER BY x.w DESC LIMIT %(neighbours)s) n),
@@ -185,11 +189,12 @@ def _spread(
                         SELECT count(*) AS n FROM (
                             SELECT 1 FROM graph_mentions m
                             JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                            WHERE m.entity_id = r.id AND m.model_id = %(model)s
+                            WHERE m.entity_id = r.id AND m.model_id = %(model)s AND m.collection_id = ANY(ARRAY({collections}))
                               AND {mention_counts("m", f"({visible})", title_visible="t.ok")}
                             LIMIT %(cap)s) z) d""",
                 {
                     **visible_params,
+                    **collections_params,
                     "ids": ids,
                     "weights": weights,
                     "model": model_id,
@@ -293,6 +298,7 @@ def graph_ranking(
     mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
     through = {str(pk): sorted(via[pk]) for pk, _ in top if via.get(pk)} if graph_evidence_only else {}
     visible, visible_params = scope.named  # joined inline, as in `_spread`
+    collections, collections_params = scope.collections_named
     with prepared_cursor() as cursor:
         cursor.execute(
             f"""WITH s AS (
@@ -306,7 +312,7 @@ def graph_ranking(
                 FROM s, LATERAL (
                     SELECT m.chunk_id, m.document_id, m.subject FROM graph_mentions m
                     JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE m.entity_id = s.id AND m.model_id = %(model)s
+                    WHERE m.entity_id = s.id AND m.model_id = %(model)s AND m.collection_id = ANY(ARRAY({collections}))
                       AND {mention_counts("m", f"({visible})", title_visible="s.title_ok")}
                       AND (m.subject OR s.mentioned > 0)
                       AND (m.subject OR NOT m.document_id = ANY(ARRAY(SELECT document_id FROM document_embeddings WHERE id = ANY(%(seeds)s))))
@@ -315,6 +321,7 @@ def graph_ranking(
                 ORDER BY score DESC, c.chunk_id LIMIT %(limit)s""",
             {
                 **visible_params,
+                **collections_params,
                 "ids": [pk for pk, _ in top],
                 "scores": [score for _, score in top],
                 "mentioned": mentioned,

@@ -3,6 +3,8 @@
 `Document.objects.visible_to(user)` is the policy; `search_scope` turns it (narrowed to a
 collection, a document or documents carrying given tags when asked) into a subquery of (id, version, collection_id) rows
 that each ranking query joins its chunks with, inside its WHERE clause, before anything is ranked or counted.
+Beside it, the collections those documents can be in, for the indexes that lead with a collection: they narrow
+what a query reads, and the join with the visible documents still decides.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from documents.models import Document
+from documents.models import Collection, Document, DocumentMembership
 from permissions.models import User
 
 
-def _named(sql: str, params: tuple) -> tuple[str, dict]:
-    """`sql` with named parameters (`%(v0)s`, ...), for queries written with named ones."""
+def _named(sql: str, params: tuple, prefix: str = "v") -> tuple[str, dict]:
+    """`sql` with named parameters (`%(v0)s`, ...; another `prefix` for another piece of the same query)."""
     # Protect literal %% while numbering the positional placeholders in order.
     sql = sql.replace("%%", "\x00")
     for i in range(len(params)):
-        sql = sql.replace("%s", f"%(v{i})s", 1)
-    return sql.replace("\x00", "%%"), {f"v{i}": value for i, value in enumerate(params)}
+        sql = sql.replace("%s", f"%({prefix}{i})s", 1)
+    return sql.replace("\x00", "%%"), {f"{prefix}{i}": value for i, value in enumerate(params)}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class SearchScope:
     params: tuple
     whole_sql: str
     whole_params: tuple
+    # SQL selecting the collections the scope's documents can be in: those the viewer reads, and those of the
+    # documents shared with them (a few ids, whatever the number of documents).
+    collections_sql: str
+    collections_params: tuple
     tags: tuple[str, ...] = ()
 
     @cached_property
@@ -57,6 +63,11 @@ class SearchScope:
         """`whole_sql` with named parameters."""
         return _named(self.whole_sql, self.whole_params)
 
+    @cached_property
+    def collections_named(self) -> tuple[str, dict]:
+        """`collections_sql` with named parameters, apart from `named`'s (to be used in the same query)."""
+        return _named(self.collections_sql, self.collections_params, prefix="c")
+
     @property
     def cache_key(self) -> str:
         # Tags are free text: joined with a character no tag may hold (documents.tags refuses commas).
@@ -66,7 +77,7 @@ class SearchScope:
 # Compiled policies by (user, team, collection, document, tags). The SQL holds only these ids and tags as
 # parameters: memberships, access and documents are read when it runs, so it never goes stale, and
 # compiling it (the ORM building its subqueries) costs several times what running it does. Cleared when full.
-_COMPILED: dict[tuple, tuple[str, tuple, str, tuple]] = {}
+_COMPILED: dict[tuple, tuple[str, tuple, str, tuple, str, tuple]] = {}
 _COMPILED_MAX = 10_000
 _COLUMNS = ("id", "version", "collection_id")
 
@@ -79,6 +90,17 @@ def _narrowed(qs, *, collection_id: uuid.UUID | None, document_id: uuid.UUID | N
     if tags:
         qs = qs.filter(tags__contains=list(tags))
     return qs.order_by().values(*_COLUMNS)
+
+
+def _collections(user: User, *, collection_id: uuid.UUID | None, document_id: uuid.UUID | None):
+    """The collections `Document.objects.visible_to(user)` (so narrowed) can hold documents in: a superset, as a query."""
+    if document_id is not None:
+        return Document.objects.filter(pk=document_id).values("collection_id")
+    readable = Collection.objects.visible_to(user).order_by().values("id")
+    shared = DocumentMembership.objects.filter(user_id=user.pk).order_by().values("document__collection_id")
+    if collection_id is not None:
+        readable, shared = readable.filter(pk=collection_id), shared.filter(document__collection_id=collection_id)
+    return readable.union(shared)
 
 
 def search_scope(
@@ -98,10 +120,20 @@ def search_scope(
         sql, params = narrow(Document.objects.visible_to(user)).query.sql_with_params()
         through_collection, only_shared = (narrow(qs) for qs in Document.objects.visible_to_each_way(user))
         whole_sql, whole_params = through_collection.union(only_shared, all=True).query.sql_with_params()
+        collections_sql, collections_params = _collections(
+            user, collection_id=collection_id, document_id=document_id
+        ).query.sql_with_params()
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
-        compiled = _COMPILED[key] = (sql, tuple(params), whole_sql, tuple(whole_params))
-    sql, params, whole_sql, whole_params = compiled
+        compiled = _COMPILED[key] = (
+            sql,
+            tuple(params),
+            whole_sql,
+            tuple(whole_params),
+            collections_sql,
+            tuple(collections_params),
+        )
+    sql, params, whole_sql, whole_params, collections_sql, collections_params = compiled
     return SearchScope(
         user=user,
         collection_id=collection_id,
@@ -110,5 +142,7 @@ def search_scope(
         params=params,
         whole_sql=whole_sql,
         whole_params=whole_params,
+        collections_sql=collections_sql,
+        collections_params=collections_params,
         tags=wanted,
     )

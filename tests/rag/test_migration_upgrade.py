@@ -321,3 +321,10 @@ def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be
         fetch("""SELECT d.title, r.predicate, r.source_title_only, r.target_title_only FROM graph_relations r
                  JOIN documents_document d ON d.id = r.document_id""")
     ) == [("Deployment guide", "MENTIONS", False, False), ("Onboarding", "CO_OCCURS", False, True)]
+    # And from 0019 on, every fact carries its document's collection (hops read the readable collections' only).
+    for table in ("graph_mentions", "graph_relations"):
+        assert fetch(f"""SELECT d.title, f.collection_id = d.collection_id FROM {table} f
+                         JOIN documents_document d ON d.id = f.document_id GROUP BY 1, 2 ORDER BY 1""") == [
+            ("Deployment guide", True),
+            ("Onboarding", True),
+        ]

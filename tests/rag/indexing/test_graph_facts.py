@@ -6,12 +6,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from documents.models import Document
+from permissions.models import Access
 from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
 from rag.indexing.pipeline import index_documents, title_changed
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
 from rag.providers.embeddings import get_embedding_provider
 from rag.retrieval.names import entity_key
-from tests.factories import DocumentFactory
+from rag.retrieval.search import search
+from tests.factories import CollectionFactory, DocumentFactory
 
 MODEL = "fake-embedding"
 
@@ -277,3 +279,56 @@ def test_a_title_cased_heading_is_a_topic_not_a_run_of_names():
     # A heading in sentence case, or a short one, still names people.
     facts = read_chunk("## Grace Hopper at Yale\nText.", [], own_key="x", matcher=matcher(), linked_titles={})
     assert "grace hopper" in facts.mentions
+
+
+def collections_of_facts(document) -> set:
+    return set(Mention.objects.filter(document_id=document.pk).values_list("collection_id", flat=True)) | set(
+        Relation.objects.filter(document_id=document.pk).values_list("collection_id", flat=True)
+    )
+
+
+def graph_titles(user, query: str) -> list[str]:
+    result = search(user=user, query=query, mode="graph", limit=10)
+    return [result.documents[h.document_id].title for h in result.hits if h.document_id in result.documents]
+
+
+def test_graph_facts_carry_the_collection_and_follow_a_document_that_moves(cast):
+    """A hop reads only the readable collections' facts: a move must move them too."""
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owl Survey", text="The survey counts barn owls.")
+    field_notes = DocumentFactory(
+        collection=cast.private, created_by=cast.alice, title="Field Notes", text="Field Notes of the Owl Survey in May."
+    )
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    assert collections_of_facts(field_notes) == {cast.private.pk}
+    assert "Field Notes" not in graph_titles(cast.bob, "What did the Owl Survey find?"), "bob cannot read the private collection"
+
+    # A move as the admin makes it (a plain save of the collection), no reindexing.
+    field_notes.collection = cast.handbook
+    field_notes.save()
+    assert collections_of_facts(field_notes) == {cast.handbook.pk}
+    assert "Field Notes" in graph_titles(cast.bob, "What did the Owl Survey find?")
+
+    # And back, through a queryset update (no signals at all).
+    Document.objects.filter(pk=field_notes.pk).update(collection=cast.private)
+    assert collections_of_facts(field_notes) == {cast.private.pk}
+    assert "Field Notes" not in graph_titles(cast.bob, "What did the Owl Survey find?")
+    assert "Field Notes" in graph_titles(cast.alice, "What did the Owl Survey find?")
+
+
+def test_a_fact_in_a_collection_it_no_longer_belongs_to_can_hide_a_passage_never_show_one(cast):
+    """The collection only narrows what a hop reads; the join with the visible documents decides."""
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owl Survey", text="The survey counts barn owls.")
+    field_notes = DocumentFactory(
+        collection=cast.private, created_by=cast.alice, title="Field Notes", text="Field Notes of the Owl Survey in May."
+    )
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    # Corrupt the copies on purpose: the private document's facts claim the team-readable collection...
+    Mention.objects.filter(document_id=field_notes.pk).update(collection_id=cast.handbook.pk)
+    Relation.objects.filter(document_id=field_notes.pk).update(collection_id=cast.handbook.pk)
+    assert "Field Notes" not in graph_titles(cast.bob, "What did the Owl Survey find?")
+    # ...and a collection no one reads: its reader no longer reaches it through the graph (so the hop does filter).
+    assert "Field Notes" in graph_titles(cast.alice, "What did the Owl Survey find?")
+    elsewhere = CollectionFactory(team=cast.alice.team, name="Elsewhere", default_access=Access.NONE)
+    Mention.objects.filter(document_id=field_notes.pk).update(collection_id=elsewhere.pk)
+    Relation.objects.filter(document_id=field_notes.pk).update(collection_id=elsewhere.pk)
+    assert "Field Notes" not in graph_titles(cast.alice, "What did the Owl Survey find?")

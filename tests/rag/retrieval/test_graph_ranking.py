@@ -16,7 +16,7 @@ from rag.retrieval.graph import graph_ranking, question_keys
 from rag.retrieval.search import search
 from rag.retrieval.visibility import search_scope
 from tests.access_matrix import build_random_matrix
-from tests.factories import CollectionFactory, DocumentFactory
+from tests.factories import CollectionFactory, DocumentFactory, DocumentMembershipFactory
 
 MODEL = "fake-embedding"
 
@@ -141,6 +141,26 @@ def test_a_hop_never_passes_through_a_document_the_viewer_cannot_read(cast):
     bob = titles(search(user=cast.bob, query=question, mode="graph", limit=10))
     assert "Irma Kovacs" in alice, "two hops through the studio for a reader of the studio"
     assert "Studio Vega" not in bob and "Irma Kovacs" not in bob
+
+
+def test_a_document_shared_with_the_viewer_counts_in_the_graph_outside_the_collections_they_read(cast):
+    """Hops read the facts of the collections a viewer's documents can be in: those of shared documents too."""
+    DocumentFactory(
+        collection=cast.handbook, created_by=cast.alice, title="Night Train", text="Night Train was produced by Studio Vega."
+    )
+    studio = DocumentFactory(
+        collection=cast.private, created_by=cast.alice, title="Studio Vega", text="Studio Vega was founded by Irma Kovacs."
+    )
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Irma Kovacs", text="Irma Kovacs died in 1990.")
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    question = "Who founded the studio that produced Night Train?"
+    assert "Irma Kovacs" not in titles(search(user=cast.bob, query=question, mode="graph", limit=10))
+    DocumentMembershipFactory(document=studio, user=cast.bob)
+    bob = titles(search(user=cast.bob, query=question, mode="graph", limit=10))
+    assert "Studio Vega" in bob and "Irma Kovacs" in bob, "two hops through the page shared with bob"
+    # Narrowed to the shared page, its facts are in scope.
+    narrowed = search(user=cast.bob, query="Studio Vega founder", mode="graph", limit=10, document_id=studio.pk)
+    assert titles(narrowed) == ["Studio Vega"]
 
 
 def test_another_team_with_the_same_names_changes_nothing(cast, films):
