@@ -46,6 +46,13 @@ SIGN_RERANK_PER_HIT = 4
 # How many of the readable collections' nearest rows are joined first with the visible documents, per row
 # to rerank (more only when fewer of those are visible).
 SIGN_PREFILTER = 5
+# Those rows are sorted only within the distance that keeps SIGN_CUTOFF_MARGIN times their share of the scope in
+# a sample of SIGN_CUTOFF_SAMPLE of its readable rows (at 100k rows the sort held 2,000-4,500 rows instead of
+# 100,000, and the pass fell 52 -> 25 ms; docs/benchmarks.md, issue 17, seventeenth session); none when that
+# share is SIGN_CUTOFF_MAX_SHARE or more (a small scope: the sample would cost what it saves).
+SIGN_CUTOFF_SAMPLE = 5_000
+SIGN_CUTOFF_MARGIN = 2.0
+SIGN_CUTOFF_MAX_SHARE = 0.5
 # Below RAG_SIGN_BITS_MAX_SHARE of the index (a quarter by default) a filtered walk loses recall (0.80 at
 # 10% of 1M chunks): such scopes are scanned by their sign bits, up to SIGN_SCAN_CAP chunks (about 100 ms
 # on two cores), walked beyond it.
@@ -128,7 +135,8 @@ def vector_ranking(
         ef = ef_search(limit, model_chunks)
         rows = _walk(scope, literal, model_id=model_id, dimension=dimension, limit=limit, gather=gather, walk=walk, ef=ef)
     elif path == "signs":
-        rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=rerank_depth(limit, scope_chunks))
+        depth = rerank_depth(limit, scope_chunks)
+        rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=depth, scope_chunks=scope_chunks)
     if rows is not None and len(rows) < min(limit, scope_chunks):
         rows = None  # the walk gave up before the page was full (or a chunk had no sign bits): scan the scope instead
     if rows is None:
@@ -191,7 +199,7 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
         return cursor.fetchall()
 
 
-def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth: int) -> list[tuple]:
+def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth: int, scope_chunks: int) -> list[tuple]:
     """The scope's `depth` chunks nearest by the signs of their vectors (Hamming distance), reranked by their full
     vectors: the best `limit`.
 
@@ -200,37 +208,86 @@ def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth
     more than reading them, so the nearest `SIGN_PREFILTER` × `depth` rows of those collections are joined first:
     when `depth` of them are visible, they are exactly the visible rows' nearest (any row outside lies no nearer),
     else the whole scope is joined. Only the `depth` rows read by primary key carry a full vector.
+
+    Sorting every row for the nearest few thousand cost more than reading them (at 100k rows, 52 ms against 18
+    to read them and their distances). So a sample of the rows (the first of each collection in the index,
+    unrelated to their vectors) sets a distance few more than the rows wanted lie within, and only those are
+    sorted. The pass is exact whenever `depth` visible rows lie within it (none outside is nearer); a sample
+    that set it too tight (fewer than wanted within) is followed by the pass without it.
     """
     prefilter = SIGN_PREFILTER * depth
-    for bound in (prefilter, None):
-        with transaction.atomic(), connection.cursor() as cursor:
-            # The collections' share of the table is unknown when the statement is planned (they come from the
-            # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            # Parallel workers made it slower (p50 46 against 40 ms at 1M chunks, 10% visible), and in hybrid
-            # search they take the cores the keyword ranking runs on beside it.
-            cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-            cursor.execute(
-                f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
-                f" readable AS MATERIALIZED ("
-                f"  SELECT s.chunk_id, s.document_id, s.document_version, s.bits <~> binary_quantize(%s::vector) AS distance"
-                f"  FROM chunk_sign_bits s"
-                f"  WHERE s.model_id = %s AND s.collection_id = ANY(ARRAY(SELECT DISTINCT collection_id FROM v))"
-                f"  ORDER BY distance, s.chunk_id LIMIT %s),"
-                f" near AS MATERIALIZED ("
-                f"  SELECT r.chunk_id FROM readable r JOIN v ON v.id = r.document_id AND v.version = r.document_version"
-                f"  ORDER BY r.distance, r.chunk_id LIMIT %s)"
-                f" SELECT {_COLUMNS}, 1 - (e.embedding <=> %s::vector) AS score,"
-                f"  (SELECT count(*) FROM near), (SELECT count(*) FROM readable)"
-                f" FROM document_embeddings e WHERE e.id = ANY(ARRAY(SELECT chunk_id FROM near))"
-                f" ORDER BY score DESC, e.id LIMIT %s",
-                [*scope.whole_params, literal, model_id, bound, depth, literal, limit],
-            )
-            rows = cursor.fetchall()
-        # No row at all: none of the nearest was visible (or there is nothing to read: the second pass is as cheap).
-        if bound is None or (rows and (rows[0][-2] >= depth or rows[0][-1] < bound)):
-            break  # enough visible among the nearest, or every readable row was read
+    # The sample's share the cutoff keeps: what the wanted rows are of the scope, with a margin (the readable
+    # collections hold at least the scope's chunks, so the share errs wide).
+    share = SIGN_CUTOFF_MARGIN * prefilter / max(scope_chunks, 1)
+    cutoff: float | None = share if share < SIGN_CUTOFF_MAX_SHARE else None
+    bound: int | None = prefilter
+    while True:
+        rows = _sign_pass(scope, literal, model_id=model_id, limit=limit, depth=depth, bound=bound, cutoff=cutoff)
+        # No row at all: none of the nearest was visible (or there is nothing to read): join the whole scope.
+        if bound is None or (rows and rows[0][-2] >= depth):
+            break  # enough visible among the nearest: exactly the visible rows' nearest
+        read_all = bool(rows) and rows[0][-1] < bound  # fewer rows than the bound within reach
+        if read_all and cutoff is None:
+            break  # every readable row was read
+        # A cutoff that kept fewer rows than the bound was too tight: the same pass without it; otherwise the
+        # bound itself kept too few visible rows: the whole scope.
+        bound = prefilter if read_all and cutoff is not None else None
+        cutoff = None
     return [row[:-2] for row in rows]
+
+
+# The distance within which the `share` of a sample of the readable rows lies: the first rows of each collection
+# in the index (in no order of their vectors), about SIGN_CUTOFF_SAMPLE in all. None beyond the sample's last.
+_SIGN_SAMPLE = """
+ sample AS MATERIALIZED (
+  SELECT x.distance FROM cols, LATERAL (
+   SELECT s.bits <~> (SELECT bits FROM q) AS distance FROM chunk_sign_bits s
+   WHERE s.model_id = %(model)s AND s.collection_id = cols.id
+   LIMIT (SELECT ceil(%(sample)s::float8 / count(*))::int FROM cols)) x),
+ cutoff AS (SELECT coalesce((
+  SELECT distance FROM sample ORDER BY distance
+  OFFSET (SELECT floor(%(share)s::float8 * count(*))::int FROM sample) LIMIT 1), 'Infinity'::float8) AS distance),"""
+
+
+def _sign_pass(
+    scope: SearchScope, literal: str, *, model_id: str, limit: int, depth: int, bound: int | None, cutoff: float | None
+) -> list[tuple]:
+    """One pass of `_signs`: the nearest `bound` readable rows (all with None), within the distance that keeps the
+    `cutoff` share of a sample (no such limit with None), joined with the visible documents; their `depth`
+    nearest reranked. Each row ends with the counts of the visible rows and of the readable rows read."""
+    sample, within = "", ""
+    params: dict = {"q": literal, "model": model_id, "bound": bound, "depth": depth, "limit": limit}
+    if cutoff is not None:
+        sample = _SIGN_SAMPLE
+        within = " AND s.bits <~> (SELECT bits FROM q) <= (SELECT distance FROM cutoff)"
+        params |= {"sample": SIGN_CUTOFF_SAMPLE, "share": cutoff}
+    visible, visible_params = scope.whole_named
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The collections' share of the table is unknown when the statement is planned (they come from the
+        # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        # Parallel workers made it slower (p50 46 against 40 ms at 1M chunks, 10% visible), and in hybrid
+        # search they take the cores the keyword ranking runs on beside it.
+        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        cursor.execute(
+            f"WITH v AS MATERIALIZED ({visible}),"
+            f" cols AS MATERIALIZED (SELECT DISTINCT collection_id AS id FROM v),"
+            f" q AS MATERIALIZED (SELECT binary_quantize(%(q)s::vector) AS bits),{sample}"
+            f" readable AS MATERIALIZED ("
+            f"  SELECT s.chunk_id, s.document_id, s.document_version, s.bits <~> (SELECT bits FROM q) AS distance"
+            f"  FROM chunk_sign_bits s"
+            f"  WHERE s.model_id = %(model)s AND s.collection_id = ANY(ARRAY(SELECT id FROM cols)){within}"
+            f"  ORDER BY distance, s.chunk_id LIMIT %(bound)s),"
+            f" near AS MATERIALIZED ("
+            f"  SELECT r.chunk_id FROM readable r JOIN v ON v.id = r.document_id AND v.version = r.document_version"
+            f"  ORDER BY r.distance, r.chunk_id LIMIT %(depth)s)"
+            f" SELECT {_COLUMNS}, 1 - (e.embedding <=> %(q)s::vector) AS score,"
+            f"  (SELECT count(*) FROM near), (SELECT count(*) FROM readable)"
+            f" FROM document_embeddings e WHERE e.id = ANY(ARRAY(SELECT chunk_id FROM near))"
+            f" ORDER BY score DESC, e.id LIMIT %(limit)s",
+            {**visible_params, **params},
+        )
+        return cursor.fetchall()
 
 
 def _walk(

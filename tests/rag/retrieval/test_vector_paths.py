@@ -244,10 +244,66 @@ def test_a_sign_bit_scan_whose_nearest_readable_rows_are_invisible_joins_the_who
     with sent_statements() as statements:
         hits = rank_for(cast.bob, query, limit=3, model_chunks=15, path="signs")
     assert sorted(h.document_id for h in hits) == sorted(d.pk for d in bees)
-    assert [params[-4] for sql, params in statements if "chunk_sign_bits" in sql] == [6, None], "six first, then all"
+    assert [params["bound"] for sql, params in statements if "chunk_sign_bits" in sql] == [6, None], "six first, then all"
     assert not [sql for sql, _ in statements if "c AS MATERIALIZED" in sql], "no exact scan finished the page"
     # Alice sees her drafts: the six nearest hold three of hers, and one statement is enough.
     with sent_statements() as statements:
         hits = rank_for(cast.alice, query, limit=3, model_chunks=15, path="signs")
     assert {h.document_id for h in hits} <= {d.pk for d in drafts}
     assert len([sql for sql, _ in statements if "chunk_sign_bits" in sql]) == 1
+
+
+def sign_passes(statements: list[tuple[str, dict]]) -> list[tuple[float | None, int | None]]:
+    """Each sign-bit pass's cutoff share (None without a cutoff) and bound."""
+    return [(params.get("share"), params["bound"]) for sql, params in statements if "chunk_sign_bits" in sql]
+
+
+def test_a_sign_bit_scan_sorts_only_the_rows_within_its_sample_s_cutoff(cast, monkeypatch):
+    """Sixty owl notes bob can read: the nearest few of a sample set the distance the sorted rows lie within, and
+    the page is the exact scan's."""
+    owls = [DocumentFactory(collection=cast.handbook, text=f"Owls hunt mice at night, owl {i}.") for i in range(60)]
+    index_documents(document_ids=[d.pk for d in owls])
+    monkeypatch.setattr(vector, "SIGN_RERANK_MIN", 3)
+    monkeypatch.setattr(vector, "SIGN_RERANK_PER_HIT", 1)
+    monkeypatch.setattr(vector, "SIGN_PREFILTER", 2)  # six rows wanted of sixty: the cutoff keeps a fifth of the sample
+    rank = functools.partial(rank_for, cast.bob, embed_query("owls hunt mice at night"), limit=3, model_chunks=60)
+    with sent_statements() as statements:
+        signs = rank(path="signs")
+    assert sign_passes(statements) == [(0.2, 6)], "one pass, within the cutoff"
+    (sql, params), *_ = [(sql, params) for sql, params in statements if "chunk_sign_bits" in sql]
+    with connection.cursor() as cursor:  # the rows within the cutoff: at least the six wanted, not all sixty
+        cursor.execute(sql.replace("ORDER BY distance, s.chunk_id LIMIT %(bound)s", "LIMIT NULL"), params)
+        assert 6 <= cursor.fetchone()[-1] < 60
+    exact = rank(path="exact")
+    assert [round(h.score, 6) for h in signs] == [round(h.score, 6) for h in exact]
+    monkeypatch.setattr(vector, "SIGN_CUTOFF_MAX_SHARE", 0.0)  # no cutoff: the same page, chunk for chunk
+    with sent_statements() as statements:
+        assert [h.chunk_id for h in rank(path="signs")] == [h.chunk_id for h in signs]
+    assert sign_passes(statements)[0] == (None, 6)
+
+
+def test_a_sign_bit_cutoff_that_keeps_too_few_rows_is_followed_by_a_pass_without_it(cast, monkeypatch):
+    """The three rows nearest the question hold two of alice's drafts: a cutoff at the nearest distance keeps only
+    those three, one of them bob's, so the same pass runs again without the cutoff: the page it would give alone."""
+    drafts = [
+        DocumentFactory(collection=cast.handbook, created_by=cast.alice, published_at=None, text=f"Owls hunt mice, draft {i}.")
+        for i in range(2)
+    ]
+    published = DocumentFactory(collection=cast.handbook, text="Owls hunt mice.")
+    others = [DocumentFactory(collection=cast.handbook, text=f"Owls nest in barn {i}.") for i in range(10)]
+    index_documents(document_ids=[d.pk for d in [*drafts, published, *others]])
+    query = embed_query("owls hunt mice")
+    Chunk.objects.filter(document__in=[*drafts, published]).update(embedding=query)
+    monkeypatch.setattr(vector, "SIGN_RERANK_MIN", 3)
+    monkeypatch.setattr(vector, "SIGN_RERANK_PER_HIT", 1)
+    monkeypatch.setattr(vector, "SIGN_PREFILTER", 2)
+    monkeypatch.setattr(vector, "SIGN_CUTOFF_MARGIN", 0.01)  # the cutoff: the sample's nearest distance
+    rank = functools.partial(rank_for, cast.bob, query, limit=3, model_chunks=13)
+    with sent_statements() as statements:
+        signs = rank(path="signs")
+    share = 0.01 * 6 / 11
+    assert sign_passes(statements) == [(share, 6), (None, 6)], "the cutoff kept three rows of six: again without it"
+    assert len(signs) == 3 and signs[0].document_id == published.pk
+    assert not {h.document_id for h in signs} & {d.pk for d in drafts}
+    monkeypatch.setattr(vector, "SIGN_CUTOFF_MAX_SHARE", 0.0)
+    assert [h.chunk_id for h in rank(path="signs")] == [h.chunk_id for h in signs]
