@@ -48,8 +48,8 @@ SIGN_RERANK_PER_HIT = 4
 SIGN_PREFILTER = 5
 # Those rows are sorted only within the distance that keeps SIGN_CUTOFF_MARGIN times their share of the scope in
 # a sample of SIGN_CUTOFF_SAMPLE of its readable rows (at 100k rows the sort held 2,000-4,500 rows instead of
-# 100,000, and the pass fell 52 -> 25 ms; docs/benchmarks.md, issue 17, seventeenth session); none when that
-# share is SIGN_CUTOFF_MAX_SHARE or more (a small scope: the sample would cost what it saves).
+# 100,000, and the pass fell 52 -> 25 ms; docs/benchmarks.md, issue 17, seventeenth and eighteenth sessions);
+# none when that share is SIGN_CUTOFF_MAX_SHARE or more (a small scope: the sample would cost what it saves).
 SIGN_CUTOFF_SAMPLE = 5_000
 SIGN_CUTOFF_MARGIN = 2.0
 SIGN_CUTOFF_MAX_SHARE = 0.5
@@ -204,10 +204,11 @@ def _signs(scope: SearchScope, literal: str, *, model_id: str, limit: int, depth
     vectors: the best `limit`.
 
     The sign bits come from one covering index (chunk_sign_bits, 48 bytes for 384 dimensions), read only for the
-    collections of the visible documents. Joining every one of those rows with the visible documents costs
-    more than reading them, so the nearest `SIGN_PREFILTER` × `depth` rows of those collections are joined first:
-    when `depth` of them are visible, they are exactly the visible rows' nearest (any row outside lies no nearer),
-    else the whole scope is joined. Only the `depth` rows read by primary key carry a full vector.
+    collections the visible documents can be in. Joining every one of those rows with the visible documents costs
+    more than reading them, so the nearest `SIGN_PREFILTER` × `depth` rows of those collections are checked first,
+    each by its document's primary key: when `depth` of them are visible, they are exactly the visible rows'
+    nearest (any row outside lies no nearer), else the whole scope is joined. Only the `depth` rows read by primary
+    key carry a full vector.
 
     Sorting every row for the nearest few thousand cost more than reading them (at 100k rows, 52 ms against 18
     to read them and their distances). So a sample of the rows (the first of each collection in the index,
@@ -261,7 +262,22 @@ def _sign_pass(
         sample = _SIGN_SAMPLE
         within = " AND s.bits <~> (SELECT bits FROM q) <= (SELECT distance FROM cutoff)"
         params |= {"sample": SIGN_CUTOFF_SAMPLE, "share": cutoff}
-    visible, visible_params = scope.whole_named
+    if bound is None:
+        # Every readable row: joined with the whole visible set, read first.
+        visible, visible_params = scope.whole_named
+        ctes = f"v AS MATERIALIZED ({visible}), cols AS MATERIALIZED (SELECT DISTINCT collection_id AS id FROM v),"
+        is_visible = "JOIN v ON v.id = r.document_id AND v.version = r.document_version"
+    else:
+        # A few thousand rows: each checked by its document's primary key (OFFSET 0 keeps the check per row), the
+        # collections read from the few the viewer's documents can be in. Reading the whole visible set first cost
+        # more than the rows' checks (45,688 documents at 10% of 1M chunks).
+        visible, visible_params = scope.named
+        collections, collections_params = scope.collections_named
+        visible_params = {**visible_params, **collections_params}
+        ctes = f"cols(id) AS MATERIALIZED ({collections}),"
+        is_visible = (
+            f"WHERE EXISTS (SELECT FROM ({visible}) v WHERE v.id = r.document_id AND v.version = r.document_version OFFSET 0)"
+        )
     with transaction.atomic(), connection.cursor() as cursor:
         # The collections' share of the table is unknown when the statement is planned (they come from the
         # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
@@ -270,8 +286,7 @@ def _sign_pass(
         # search they take the cores the keyword ranking runs on beside it.
         cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursor.execute(
-            f"WITH v AS MATERIALIZED ({visible}),"
-            f" cols AS MATERIALIZED (SELECT DISTINCT collection_id AS id FROM v),"
+            f"WITH {ctes}"
             f" q AS MATERIALIZED (SELECT binary_quantize(%(q)s::vector) AS bits),{sample}"
             f" readable AS MATERIALIZED ("
             f"  SELECT s.chunk_id, s.document_id, s.document_version, s.bits <~> (SELECT bits FROM q) AS distance"
@@ -279,7 +294,7 @@ def _sign_pass(
             f"  WHERE s.model_id = %(model)s AND s.collection_id = ANY(ARRAY(SELECT id FROM cols)){within}"
             f"  ORDER BY distance, s.chunk_id LIMIT %(bound)s),"
             f" near AS MATERIALIZED ("
-            f"  SELECT r.chunk_id FROM readable r JOIN v ON v.id = r.document_id AND v.version = r.document_version"
+            f"  SELECT r.chunk_id FROM readable r {is_visible}"
             f"  ORDER BY r.distance, r.chunk_id LIMIT %(depth)s)"
             f" SELECT {_COLUMNS}, 1 - (e.embedding <=> %(q)s::vector) AS score,"
             f"  (SELECT count(*) FROM near), (SELECT count(*) FROM readable)"

@@ -16,7 +16,7 @@ from rag.retrieval.query import embed_query
 from rag.retrieval.search import search
 from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.visibility import search_scope
-from tests.factories import CollectionFactory, DocumentFactory
+from tests.factories import CollectionFactory, DocumentFactory, DocumentMembershipFactory
 
 
 @pytest.mark.parametrize(
@@ -307,3 +307,23 @@ def test_a_sign_bit_cutoff_that_keeps_too_few_rows_is_followed_by_a_pass_without
     assert not {h.document_id for h in signs} & {d.pk for d in drafts}
     monkeypatch.setattr(vector, "SIGN_CUTOFF_MAX_SHARE", 0.0)
     assert [h.chunk_id for h in rank(path="signs")] == [h.chunk_id for h in signs]
+
+
+def test_a_sign_bit_scan_reaches_a_document_shared_in_a_collection_the_viewer_cannot_read(cast, monkeypatch):
+    """One of alice's private owl notes is shared with bob: the rows first read are those of his collections and of
+    the shared note's, each checked against what he may see, so the shared note leads his page and her other
+    private notes, nearer than anything in the handbook, are on it nowhere."""
+    private = [DocumentFactory(collection=cast.private, text=f"Owls hunt mice, private {i}.") for i in range(6)]
+    DocumentMembershipFactory(document=private[0], user=cast.bob)
+    bees = [DocumentFactory(collection=cast.handbook, text=f"Bees make honey in hive {i}.") for i in range(6)]
+    index_documents(document_ids=[d.pk for d in [*private, *bees]])
+    query = embed_query("owls hunt mice")
+    Chunk.objects.filter(document__in=private).update(embedding=query)
+    monkeypatch.setattr(vector, "SIGN_RERANK_MIN", 3)
+    monkeypatch.setattr(vector, "SIGN_RERANK_PER_HIT", 1)
+    monkeypatch.setattr(vector, "SIGN_PREFILTER", 4)  # twelve rows first: all of them
+    with sent_statements() as statements:
+        hits = rank_for(cast.bob, query, limit=3, model_chunks=12, path="signs")
+    assert hits[0].document_id == private[0].pk
+    assert {h.document_id for h in hits[1:]} <= {d.pk for d in bees}
+    assert [params["bound"] for sql, params in statements if "chunk_sign_bits" in sql] == [12], "the bounded pass alone"
