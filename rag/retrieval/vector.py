@@ -43,7 +43,7 @@ SIGN_ROW_COST = 0.1
 SIGN_RERANK_SHARE = 1 / 250
 SIGN_RERANK_MIN = 200
 SIGN_RERANK_PER_HIT = 4
-# How many of the readable collections' nearest rows are joined first with the visible documents, per row
+# How many of the readable collections' nearest rows are checked first against the visible documents, per row
 # to rerank (more only when fewer of those are visible).
 SIGN_PREFILTER = 5
 # Those rows are sorted only within the distance that keeps SIGN_CUTOFF_MARGIN times their share of the scope in
@@ -280,7 +280,7 @@ def _sign_pass(
         )
     with transaction.atomic(), connection.cursor() as cursor:
         # The collections' share of the table is unknown when the statement is planned (they come from the
-        # visible documents): the planner, guessing most of it, would read the whole table instead of the index.
+        # viewer's access): the planner, guessing most of it, would read the whole table instead of the index.
         cursor.execute("SET LOCAL enable_seqscan = off")
         # Parallel workers made it slower (p50 46 against 40 ms at 1M chunks, 10% visible), and in hybrid
         # search they take the cores the keyword ranking runs on beside it.
