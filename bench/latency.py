@@ -113,9 +113,9 @@ def build(chunks: int, *, graph: bool = True) -> dict:
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, TokenScope, User
     from permissions.services import api_token_create
+    from rag.corpus.vector_index import ensure_vector_index
     from rag.indexing.keyword_postings import keyword_columns, write_postings
     from rag.models import Chunk, IndexState, IndexStatus, Mention
-    from rag.retrieval.vector_index import ensure_vector_index
 
     call_command("migrate", verbosity=0)
     team = Team.objects.filter(name="Bench").first()
@@ -290,7 +290,7 @@ def build_graph_facts(team) -> None:
     from django.db import connection, transaction
 
     from documents.models import Document
-    from rag.indexing.graph import title_matcher, write_document_facts
+    from rag.indexing.graph_extraction import title_matcher, write_document_facts
     from rag.models import Chunk
 
     matcher = title_matcher(team.pk)

@@ -112,10 +112,10 @@ def build(chunks: int, visible: float) -> dict:
 
     from documents.models import Collection, CollectionMembership, Document
     from permissions.models import Access, Role, Team, User
+    from rag.corpus import vector_index as vector_index_module
+    from rag.corpus.vector_index import ensure_vector_index, vector_index_name
     from rag.indexing.keyword_postings import refresh_search_vectors
     from rag.models import IndexState, IndexStatus
-    from rag.retrieval import vector_index as vector_index_module
-    from rag.retrieval.vector_index import ensure_vector_index, vector_index_name
 
     call_command("migrate", verbosity=0)
     manifest = ROOT / "var" / f"{database_name(chunks, visible)}.json"

@@ -1,8 +1,9 @@
-"""The request type of views that run only for a signed-in user."""
+"""The request types of views that run only for a signed-in user (pages) or an authenticated token (the API)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
+from rest_framework.request import Request
 
 from permissions.models import User
 
@@ -11,6 +12,15 @@ class AuthenticatedHttpRequest(HttpRequest):
     """What a `login_required` view receives: `user` is a signed-in User, never AnonymousUser.
 
     For annotations only (django-stubs' documented pattern); Django builds the requests.
+    """
+
+    user: User
+
+
+class AuthenticatedRequest(Request):
+    """What an API handler receives once authentication passed (RpcApi's default): `user` is a User.
+
+    For annotations only; DRF builds the requests.
     """
 
     user: User

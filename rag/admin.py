@@ -6,8 +6,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Avg, Count, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Avg, Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Lower
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -16,10 +17,12 @@ from django.utils.html import format_html, format_html_join
 from documents.admin import CollectionAdmin, DocumentAdmin
 from documents.models import Collection, Document
 from permissions.admin import TeamAdmin
+from permissions.http import AuthenticatedHttpRequest
 from permissions.models import Team
 from rag.indexing.cleanup import CleanupReport, cleanup_embeddings
-from rag.indexing.serving import coverage
-from rag.indexing.state import job_create, mark_pending
+from rag.indexing.index_status import mark_pending
+from rag.indexing.jobs import job_create
+from rag.indexing.model_switch import coverage
 from rag.models import (
     Chunk,
     Entity,
@@ -36,7 +39,7 @@ from rag.models import (
 from rag.tasks import enqueue_reindex
 
 
-def queue_reindex(request, documents, description: str) -> None:
+def queue_reindex(request: AuthenticatedHttpRequest, documents: QuerySet[Document], description: str) -> None:
     ids = list(documents.filter(deleted_at__isnull=True).values_list("pk", flat=True))
     if not ids:
         messages.info(request, "No documents to reindex.")
@@ -48,7 +51,7 @@ def queue_reindex(request, documents, description: str) -> None:
     messages.success(request, f"Queued {len(ids)} document(s) for reindexing; follow job {job.pk} under Index jobs.")
 
 
-def report_cleanup(request, report: CleanupReport) -> None:
+def report_cleanup(request: HttpRequest, report: CleanupReport) -> None:
     messages.success(
         request,
         f"Deleted {sum(report.obsolete_models.values())} chunk(s) of obsolete models and {report.orphaned_chunks} of deleted documents.",

@@ -9,8 +9,7 @@ class RagConfig(AppConfig):
         from config.metrics import register_scrape_collector
         from documents.ingestion.jobs import register_index_probe
         from rag import receivers  # noqa: F401
-        from rag.indexing.gauges import IndexCollector
-        from rag.indexing.progress import documents_awaiting_index
+        from rag.indexing.index_status import IndexCollector, documents_awaiting_index
 
         # An import job is done once the index has caught up with the documents it wrote.
         register_index_probe(documents_awaiting_index)

@@ -25,7 +25,7 @@ class Chunk(models.Model):
     content_hash = models.CharField(max_length=64)
     model_id = models.CharField(max_length=200)
     # No fixed dimension: several models may coexist; each gets its own partial HNSW index
-    # over `embedding::vector(dim)` (see rag.retrieval.vector_index).
+    # over `embedding::vector(dim)` (see rag.corpus.vector_index).
     embedding = VectorField()
     start_offset = models.PositiveIntegerField()
     end_offset = models.PositiveIntegerField()
@@ -185,7 +185,7 @@ class ServingModel(models.Model):
     Normally the configured model (RAG_EMBEDDING_MODEL). When the configuration names a new model,
     the team keeps being searched with this one while the new model's chunks are built beside it,
     and moves to the new model once those cover every document this one covered
-    (rag.indexing.serving.switch_covered_teams). A team without a row is searched with the
+    (rag.indexing.model_switch.switch_covered_teams). A team without a row is searched with the
     configured model; its first indexing writes the row.
     """
 
@@ -371,7 +371,7 @@ class Mention(models.Model):
             # In the order the graph ranks an entity's passages (its own document's first, then the ones naming
             # it most): the ranking reads an entity's visible mentions in this order and stops at the few it
             # keeps, instead of sorting all of a hub's mentions in the whole team (at 1M chunks a hybrid
-            # search's graph ranking took up to 190 ms so; docs/benchmarks.md, issue 17, thirteenth session).
+            # search's graph ranking took up to 190 ms so; bench/latency.py).
             models.Index(
                 fields=["entity", "model_id", "-subject", "-count", "chunk"],
                 include=["document_id", "document_version", "collection_id", "title_only"],

@@ -1,4 +1,4 @@
-"""Signal receivers: they only enqueue, after the transaction commits, or start a team's new generation."""
+"""Signal receivers: they only enqueue, after the transaction commits, or renew a team's cache token."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from documents.models import Collection, CollectionMembership, Document, Documen
 from documents.signals import document_deleted, document_saved
 from permissions.models import Group, GroupMembership
 from rag import tasks
+from rag.corpus.cache_token import team_changed
+from rag.corpus.vector_index import ensure_vector_index
 from rag.indexing.pipeline import title_changed
-from rag.retrieval.generation import team_changed
-from rag.retrieval.vector_index import ensure_vector_index
 
 logger = logging.getLogger("rag.indexing")
 
@@ -71,35 +71,35 @@ def recover_on_worker_start(sender=None, **kwargs) -> None:
     tasks.reconcile_index_task.delay()
 
 
-# Who may read what, and what there is to read: any save or delete of these starts a new generation
-# for the team (rag.retrieval.generation), so no cached answer outlives it. Model signals rather than
+# Who may read what, and what there is to read: any save or delete of these gives the team a new
+# cache token (rag.corpus.cache_token), so no cached answer outlives it. Model signals rather than
 # the services' own, so the admin, imports and the shell are covered too.
 
 
-@receiver([post_save, post_delete], sender=Document, dispatch_uid="rag.generation.document")
-@receiver([post_save, post_delete], sender=Collection, dispatch_uid="rag.generation.collection")
-@receiver([post_save, post_delete], sender=Group, dispatch_uid="rag.generation.group")
+@receiver([post_save, post_delete], sender=Document, dispatch_uid="rag.cache_token.document")
+@receiver([post_save, post_delete], sender=Collection, dispatch_uid="rag.cache_token.collection")
+@receiver([post_save, post_delete], sender=Group, dispatch_uid="rag.cache_token.group")
 def team_content_changed(sender, instance, **kwargs) -> None:
     team_changed(instance.team_id)
 
 
-@receiver([post_save, post_delete], sender=CollectionMembership, dispatch_uid="rag.generation.collection_membership")
+@receiver([post_save, post_delete], sender=CollectionMembership, dispatch_uid="rag.cache_token.collection_membership")
 def collection_membership_changed(sender, instance, **kwargs) -> None:
-    # The collection may be going in the same delete; its own signal then starts the generation.
+    # The collection may be going in the same delete; its own signal then renews the token.
     team_changed(Collection.objects.filter(pk=instance.collection_id).values_list("team_id", flat=True).first())
 
 
-@receiver([post_save, post_delete], sender=DocumentMembership, dispatch_uid="rag.generation.document_membership")
+@receiver([post_save, post_delete], sender=DocumentMembership, dispatch_uid="rag.cache_token.document_membership")
 def document_membership_changed(sender, instance, **kwargs) -> None:
     team_changed(Document.objects.filter(pk=instance.document_id).values_list("team_id", flat=True).first())
 
 
-@receiver([post_save, post_delete], sender=GroupMembership, dispatch_uid="rag.generation.group_membership")
+@receiver([post_save, post_delete], sender=GroupMembership, dispatch_uid="rag.cache_token.group_membership")
 def group_membership_changed(sender, instance, **kwargs) -> None:
     team_changed(Group.objects.filter(pk=instance.group_id).values_list("team_id", flat=True).first())
 
 
-@receiver(m2m_changed, sender=GroupMembership, dispatch_uid="rag.generation.group_members")
+@receiver(m2m_changed, sender=GroupMembership, dispatch_uid="rag.cache_token.group_members")
 def group_members_changed(sender, instance, action: str, reverse: bool, pk_set, **kwargs) -> None:
     """`group.members.add(...)` and the like write GroupMembership rows without saving them one by one."""
     if action.startswith("post_"):

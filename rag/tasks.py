@@ -13,9 +13,10 @@ from django.conf import settings
 
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
+from rag.indexing.index_status import mark_pending, request_index
+from rag.indexing.jobs import job_record
 from rag.indexing.pipeline import index_with_serving_models, remove_document_chunks
 from rag.indexing.reconcile import ReconcileReport, reconcile, stuck
-from rag.indexing.state import job_record, mark_pending, request_index
 from rag.models import IndexJob
 
 # Documents per queued indexing task: enough for full embedding batches, few enough that a

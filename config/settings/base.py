@@ -127,8 +127,8 @@ else:
     if not _embedded_name:
         raise ImproperlyConfigured("CAIRN_EMBEDDED_DATABASE must not be empty")
     # PostgreSQL's own default (128MB) cannot hold a 100k-chunk index (HNSW graph plus keyword
-    # postings): searches then copy pages in from the OS cache and evict each other's. See the
-    # README and docs/benchmarks.md.
+    # postings): searches then copy pages in from the OS cache and evict each other's. See
+    # docs/operations.md and bench/latency.py.
     _shared_buffers = env("CAIRN_EMBEDDED_SHARED_BUFFERS", default="1GB")
     if not re.fullmatch(r"\d+ ?(B|kB|MB|GB|TB)?", _shared_buffers):
         raise ImproperlyConfigured(
@@ -362,13 +362,13 @@ RAG_CONCURRENT_SEARCH = _bool("RAG_CONCURRENT_SEARCH", True)
 RAG_EXACT_SEARCH_MAX_CHUNKS = _positive_int("RAG_EXACT_SEARCH_MAX_CHUNKS", 1_000, minimum=0)
 # An HNSW walk gathers at least this many chunks of the scope before it keeps the best (0: as many as
 # asked for). Walking further finds more of the exact nearest in a large index holding clusters of
-# near-duplicates, at a cost that grows with it (docs/benchmarks.md, issue 17, tenth session).
+# near-duplicates, at a cost that grows with it (bench/latency.py).
 RAG_HNSW_WALK_ROWS = _positive_int("RAG_HNSW_WALK_ROWS", 0, minimum=0)
 if RAG_HNSW_WALK_ROWS > 5_000:
     raise ImproperlyConfigured(f"RAG_HNSW_WALK_ROWS must be at most 5000, got {RAG_HNSW_WALK_ROWS}")
 # Scopes under this share of the model's index are ranked by their chunks' sign bits, reranked by full vectors
 # (recall@10 0.96 where a filtered walk found 0.81 at 1M chunks, 10% visible, at about 40 ms against 12); 0 walks
-# them through HNSW instead (docs/benchmarks.md, issue 17, eleventh session).
+# them through HNSW instead (bench/latency.py).
 RAG_SIGN_BITS_MAX_SHARE = _bounded_float("RAG_SIGN_BITS_MAX_SHARE", 0.25, 0.0, 1.0)
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)

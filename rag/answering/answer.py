@@ -3,6 +3,10 @@
 The server numbers the passages; a `[n]` it did not supply never leaves it. Every answer is
 logged as a QueryLog, the newest turn of its conversation. A repeated question may be answered from
 the answer cache (rag.answering.cache); its turn is recorded all the same.
+
+An answer is a stream of events (`TokenEvent`, `CitationEvent`, then `MetadataEvent` and
+`DoneEvent`), built here and nowhere else; the API renders each with its output serializer, as JSON
+at once or as Server-Sent Events.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -19,14 +25,15 @@ from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
 from rag.answering.cache import CachedAnswer, CacheSlot, answer_cache_lookup, answer_cache_store
 from rag.answering.citations import CitationFilter, clean_citations
-from rag.answering.confidence import Assessment
+from rag.answering.confidence import Assessment, ConfidenceFactors
 from rag.answering.conversations import turn_save
 from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
-from rag.answering.followup import Thread
+from rag.answering.followup import Thread, thread_for
 from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
-from rag.models import Confidence, QueryLog
+from rag.models import Confidence, Conversation, QueryLog
+from rag.providers.base import LLMClient
 from rag.providers.errors import PermanentProviderError, ProviderError
 from rag.providers.llm import get_llm
 from rag.providers.retry import stream_with_retries
@@ -35,6 +42,79 @@ logger = logging.getLogger("rag.answers")
 
 MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT = "generated", "extractive", "insufficient"
 MODES = (MODE_GENERATED, MODE_EXTRACTIVE, MODE_INSUFFICIENT)
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    """A finished answer, fresh or cached: what the `metadata` and `done` events report."""
+
+    id: str  # the QueryLog's: the answer's id for feedback
+    conversation_id: str
+    standalone_query: str
+    answer: str
+    citations: list[dict[str, Any]]
+    confidence: str
+    confidence_factors: ConfidenceFactors
+    mode: str
+    cached: bool
+    passages: int
+    latency: dict[str, float]
+    html: str
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "conversationId": self.conversation_id,
+            "standaloneQuery": self.standalone_query,
+            "confidence": self.confidence,
+            "confidenceFactors": self.confidence_factors,
+            "mode": self.mode,
+            "cached": self.cached,
+            "latency": self.latency,
+        }
+
+    def body(self) -> dict[str, Any]:
+        """The answer as rag.answer returns it without streaming (its `data`)."""
+        return {**self.summary(), "answer": self.answer, "citations": self.citations}
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    name: ClassVar[str] = "token"
+    text: str
+
+    def payload(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True)
+class CitationEvent:
+    name: ClassVar[str] = "citation"
+    citation: dict[str, Any]
+
+    def payload(self) -> dict[str, Any]:
+        return self.citation
+
+
+@dataclass(frozen=True)
+class MetadataEvent:
+    name: ClassVar[str] = "metadata"
+    record: AnswerRecord
+
+    def payload(self) -> dict[str, Any]:
+        return {**self.record.summary(), "passages": self.record.passages}
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    name: ClassVar[str] = "done"
+    record: AnswerRecord
+
+    def payload(self) -> dict[str, Any]:
+        return {**self.record.body(), "html": self.record.html}
+
+
+AnswerEvent = TokenEvent | CitationEvent | MetadataEvent | DoneEvent
 
 
 def _metered(pieces: Iterator[str], model: str) -> Iterator[str]:
@@ -46,6 +126,58 @@ def _metered(pieces: Iterator[str], model: str) -> Iterator[str]:
 def _pieces(text: str) -> Iterator[str]:
     """Stream an answer the server wrote itself a line at a time."""
     yield from text.splitlines(keepends=True)
+
+
+class _CitedStream:
+    """Answer text as token and citation events: a `[n]` is sent once it is known to name a passage, its citation after it."""
+
+    def __init__(
+        self, citations: Mapping[int, dict[str, Any]], *, first_text_latency: dict[str, float] | None = None, started: float = 0.0
+    ) -> None:
+        self.citations = citations
+        self.sent: list[str] = []
+        # Where to note when the first text left (a fresh answer's firstTokenMs), counted from `started`.
+        self._first_text_latency, self._started = first_text_latency, started
+
+    @property
+    def text(self) -> str:
+        return "".join(self.sent)
+
+    def events(self, source: Iterable[str]) -> Iterator[AnswerEvent]:
+        citations = CitationFilter(set(self.citations))
+        for piece in source:
+            yield from self._emit(*citations.feed(piece))
+        yield from self._emit(*citations.flush())
+
+    def _emit(self, text: str, cited: list[int]) -> Iterator[AnswerEvent]:
+        if text:
+            if not self.sent and self._first_text_latency is not None:
+                self._first_text_latency["firstTokenMs"] = ms_since(self._started)
+            self.sent.append(text)
+            yield TokenEvent(text)
+        for n in cited:
+            yield CitationEvent(self.citations[n])
+
+
+def _query_log(*, user: User, thread: Thread, query: str, passages: int, sources: set[uuid.UUID], **fields: Any) -> QueryLog:
+    """The answer's log row (saved as the thread's newest turn once the answer is complete)."""
+    return QueryLog(
+        user=user,
+        team_id=user.team_id,
+        query=thread.question,
+        standalone_query=query if query != thread.question else "",
+        passage_count=passages,
+        source_documents=sorted(sources | thread.sources),
+        **fields,
+    )
+
+
+def _log_left(log: QueryLog, *, answer: str, started: float, latency: dict[str, float] | None = None) -> None:
+    """The reader went away: the question is still recorded, but as no conversation's turn (its reader never got it)."""
+    log.error, log.total_ms, log.answer = "client disconnected", ms_since(started), answer
+    if latency is not None:
+        log.latency = latency
+    log.save()
 
 
 def answer_confidence(passages: dict[int, Passage], *, mode: str, cited: list[int]) -> Assessment:
@@ -61,6 +193,35 @@ def answer_confidence(passages: dict[int, Passage], *, mode: str, cited: list[in
     return assessment
 
 
+def answer_request(
+    *,
+    user: User,
+    query: str,
+    conversation_id: uuid.UUID | None = None,
+    limit: int = 5,
+    collection_id: uuid.UUID | None = None,
+    document_id: uuid.UUID | None = None,
+    tags: Sequence[str] = (),
+    started: float | None = None,
+) -> Iterator[AnswerEvent]:
+    """One rag.answer (the API's, streamed or not, and the MCP answer tool's): `query` in its conversation, answered.
+
+    Not a generator itself: a conversation, scope or index that is not there is raised here, before the first event.
+    """
+    started = time.perf_counter() if started is None else started
+    thread = thread_for(user=user, question=query, conversation_id=conversation_id)
+    return answer_question(
+        user=user,
+        query=thread.standalone,
+        thread=thread,
+        limit=limit,
+        collection_id=collection_id,
+        document_id=document_id,
+        tags=tags,
+        started=started,
+    )
+
+
 def answer_question(
     *,
     user: User,
@@ -71,7 +232,7 @@ def answer_question(
     tags: Sequence[str] = (),
     thread: Thread | None = None,
     started: float | None = None,
-) -> Iterator[tuple[str, dict]]:
+) -> Iterator[AnswerEvent]:
     """The answer to `query` (in `thread`, a conversation's follow-up: then `query` is the thread's question
     rewritten to stand alone), from the answer cache when it holds one the asker may still be given,
     else from retrieval and `answer_events` (which stores it). Either way the answer is the thread's newest turn.
@@ -105,33 +266,25 @@ def answer_question(
     return answer_events(user=user, retrieval=retrieval, cache_slot=slot, thread=thread)
 
 
-def cached_answer_events(
-    *, user: User, query: str, hit: CachedAnswer, started: float, thread: Thread
-) -> Iterator[tuple[str, dict]]:
+def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: float, thread: Thread) -> Iterator[AnswerEvent]:
     """A cached answer as the same events as a fresh one, logged as an answer of its own (its own id for
     feedback) and saved as the thread's newest turn."""
     latency = {**thread.latency, "cacheMs": ms_since(started)}
-    log = QueryLog(
+    log = _query_log(
         user=user,
-        team_id=user.team_id,
-        query=thread.question,
-        standalone_query=query if query != thread.question else "",
-        source_documents=sorted({uuid.UUID(document) for document, _, _ in hit.sources} | thread.sources),
-        passage_count=hit.passages,
+        thread=thread,
+        query=query,
+        passages=hit.passages,
+        sources={uuid.UUID(document) for document, _, _ in hit.sources},
         answer=hit.answer,
         mode=hit.mode,
         confidence=hit.confidence,
         citations=hit.citations,
     )
-    by_n = {c["n"]: c for c in hit.citations}
-    citations = CitationFilter(set(by_n))
+    stream = _CitedStream({c["n"]: c for c in hit.citations})
     logged = False
     try:
-        for text, cited in [*(citations.feed(piece) for piece in _pieces(hit.answer)), citations.flush()]:
-            if text:
-                yield "token", {"text": text}
-            for n in cited:
-                yield "citation", by_n[n]
+        yield from stream.events(_pieces(hit.answer))
         latency["totalMs"] = ms_since(started)
         log.latency, log.total_ms = latency, latency["totalMs"]
         with transaction.atomic():
@@ -141,29 +294,63 @@ def cached_answer_events(
                 cursor.execute("SET LOCAL synchronous_commit = off")
             conversation = turn_save(log=log, conversation=thread.conversation)
         logged = True
-        common = {
-            "id": str(log.pk),
-            "conversationId": str(conversation.pk),
-            "standaloneQuery": query,
-            "confidence": hit.confidence,
-            "confidenceFactors": hit.confidence_factors,
-            "mode": hit.mode,
-            "cached": True,
-            "latency": latency,
-        }
-        yield "metadata", {**common, "passages": hit.passages}
-        yield "done", {**common, "answer": hit.answer, "citations": hit.citations, "html": hit.html}
+        record = AnswerRecord(
+            id=str(log.pk),
+            conversation_id=str(conversation.pk),
+            standalone_query=query,
+            answer=hit.answer,
+            citations=hit.citations,
+            confidence=hit.confidence,
+            confidence_factors=hit.confidence_factors,
+            mode=hit.mode,
+            cached=True,
+            passages=hit.passages,
+            latency=latency,
+            html=hit.html,
+        )
+        yield MetadataEvent(record)
+        yield DoneEvent(record)
     except GeneratorExit:
         if not logged:
-            log.error, log.total_ms = "client disconnected", ms_since(started)
-            log.latency = latency
-            log.save()
+            # Unlike a fresh answer's, a cached answer's log already holds the whole answer.
+            _log_left(log, answer=hit.answer, started=started, latency=latency)
         raise
+
+
+@dataclass
+class _Plan:
+    """How the answer will be made: its mode, the text's pieces as they come, and the LLM writing them (if any)."""
+
+    mode: str
+    pieces: Iterator[str]
+    client: LLMClient | None = None
+
+
+def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
+    """Insufficient evidence says so; without an LLM the passages' own sentences answer; else the LLM streams one."""
+    if retrieval.confidence == Confidence.INSUFFICIENT:
+        return _Plan(MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER))
+    client = get_llm()
+    if client is None:
+        extracted = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
+        # No sentence of the passages answers the question: that is an insufficient answer, not an extractive one.
+        return _Plan(MODE_INSUFFICIENT if extracted == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE, _pieces(extracted))
+    messages = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts, earlier=thread.earlier)
+    pieces = _metered(
+        stream_with_retries(
+            lambda: client.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
+            max_retries=settings.RAG_LLM_MAX_RETRIES,
+            what=f"Answer with {client.model}",
+            metric=(KIND_LLM, client.model),
+        ),
+        client.model,
+    )
+    return _Plan(MODE_GENERATED, pieces, client)
 
 
 def answer_events(
     *, user: User, retrieval: Retrieval, cache_slot: CacheSlot | None = None, thread: Thread | None = None
-) -> Iterator[tuple[str, dict]]:
+) -> Iterator[AnswerEvent]:
     """The answer as events: `token`, `citation`, then `metadata` and `done`; the query is logged as
     the newest turn of the thread's conversation (a new one without a thread).
 
@@ -174,138 +361,108 @@ def answer_events(
     """
     thread = thread or Thread(question=retrieval.query, standalone=retrieval.query)
     passages = {p.n: p for p in retrieval.passages}
-    log = QueryLog(
+    log = _query_log(
         user=user,
-        team_id=user.team_id,
-        query=thread.question,
-        standalone_query=retrieval.query if retrieval.query != thread.question else "",
-        passage_count=len(passages),
-        source_documents=sorted({p.document_id for p in retrieval.passages} | thread.sources),
+        thread=thread,
+        query=retrieval.query,
+        passages=len(passages),
+        sources={p.document_id for p in retrieval.passages},
     )
-    client = get_llm() if retrieval.confidence != Confidence.INSUFFICIENT else None
-    if retrieval.confidence == Confidence.INSUFFICIENT:
-        mode, pieces = MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER)
-    elif client is None:
-        extracted = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
-        # No sentence of the passages answers the question: that is an insufficient answer, not an extractive one.
-        mode = MODE_INSUFFICIENT if extracted == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
-        pieces = _pieces(extracted)
-    else:
-        mode = MODE_GENERATED
-        messages, model = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts, earlier=thread.earlier), client
-        pieces = _metered(
-            stream_with_retries(
-                lambda: model.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
-                max_retries=settings.RAG_LLM_MAX_RETRIES,
-                what=f"Answer with {client.model}",
-                metric=(KIND_LLM, client.model),
-            ),
-            client.model,
-        )
+    plan = _answer_plan(retrieval, thread)
+    mode = plan.mode
     latency = {**thread.latency, **retrieval.latency}
     generation_started = time.perf_counter()
-    sent: list[str] = []
+    stream = _CitedStream({n: p.citation() for n, p in passages.items()}, first_text_latency=latency, started=retrieval.started)
     logged = False
-
-    def stream(source: Iterator[str]) -> Iterator[tuple[str, dict]]:
-        citations = CitationFilter(set(passages))
-        for piece in source:
-            text, cited = citations.feed(piece)
-            yield from _text_events(text, cited)
-        yield from _text_events(*citations.flush())
-
-    def _text_events(text: str, cited: list[int]) -> Iterator[tuple[str, dict]]:
-        if text:
-            if not sent:
-                latency["firstTokenMs"] = ms_since(retrieval.started)
-            sent.append(text)
-            yield "token", {"text": text}
-        for n in cited:
-            yield "citation", passages[n].citation()
-
     try:
         try:
-            yield from stream(pieces)
-            if mode == MODE_GENERATED and not "".join(sent).strip():
-                assert client is not None, "an answer is generated only with an LLM client"
-                raise PermanentProviderError(f"{client.model} returned an empty answer")
-            answer = "".join(sent)
+            yield from stream.events(plan.pieces)
+            if mode == MODE_GENERATED and not stream.text.strip():
+                assert plan.client is not None, "an answer is generated only with an LLM client"
+                raise PermanentProviderError(f"{plan.client.model} returned an empty answer")
+            answer = stream.text
         except ProviderError as exc:
-            logger.warning("Answer generation with %s failed, answering extractively: %s", client.model if client else "-", exc)
+            logger.warning(
+                "Answer generation with %s failed, answering extractively: %s", plan.client.model if plan.client else "-", exc
+            )
             log.error = str(exc)[:2000]
             answer = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
             mode = MODE_INSUFFICIENT if answer == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
-            if not sent:
-                yield from stream(_pieces(answer))
+            if not stream.sent:
+                yield from stream.events(_pieces(answer))
         finally:
-            close = getattr(pieces, "close", None)
+            close = getattr(plan.pieces, "close", None)
             if close:
                 close()
-        answer, cited = clean_citations(answer, set(passages))
-        citations = [passages[n].citation() for n in sorted(cited)]
-        assessment = answer_confidence(passages, mode=mode, cited=cited)
-        confidence, factors = str(assessment.level), assessment.factors
         latency["generationMs"] = ms_since(generation_started)
-        latency["totalMs"] = ms_since(retrieval.started)
-        log.answer, log.mode, log.confidence, log.citations = answer, mode, confidence, citations
-        log.latency, log.total_ms = latency, latency["totalMs"]
-        conversation = turn_save(log=log, conversation=thread.conversation)
-        logged = True
-        turn = {"conversationId": str(conversation.pk), "standaloneQuery": retrieval.query}
-        html = answer_html(answer, {c["n"]: c for c in citations})
-        if cache_slot is not None and not log.error:
-            sources = [(str(p.document_id), p.version, p.title) for p in retrieval.passages]
-            answer_cache_store(
-                cache_slot,
-                CachedAnswer(
-                    answer=answer,
-                    citations=citations,
-                    confidence=confidence,
-                    confidence_factors=factors,
-                    mode=mode,
-                    passages=len(passages),
-                    html=html,
-                    sources=sources,
-                ),
-            )
-        yield (
-            "metadata",
-            {
-                "id": str(log.pk),
-                **turn,
-                "confidence": confidence,
-                "confidenceFactors": factors,
-                "mode": mode,
-                "cached": False,
-                "passages": len(passages),
-                "latency": latency,
-            },
+        record = _answer_record(
+            log, answer=answer, mode=mode, passages=passages, retrieval=retrieval, thread=thread, latency=latency
         )
-        result = {
-            "id": str(log.pk),
-            **turn,
-            "answer": answer,
-            "citations": citations,
-            "confidence": confidence,
-            "confidenceFactors": factors,
-            "mode": mode,
-            "cached": False,
-            "latency": latency,
-        }
-        yield "done", {**result, "html": html}
+        logged = True
+        if cache_slot is not None and not log.error:
+            _cache(cache_slot, record, retrieval)
+        yield MetadataEvent(record)
+        yield DoneEvent(record)
     except GeneratorExit:
-        # The reader went away: still record the question, but as no conversation's turn (its reader never got it).
         if not logged:
-            log.mode, log.error, log.total_ms = mode, "client disconnected", ms_since(retrieval.started)
-            log.answer = "".join(sent)
-            log.save()
+            log.mode = mode
+            _log_left(log, answer=stream.text, started=retrieval.started)
         raise
 
 
-def answer_complete(events: Iterable[tuple[str, dict]]) -> dict:
-    """The whole answer at once (the non-streamed response's `data`), from its events."""
-    for event, data in events:
-        if event == "done":
-            data.pop("html")
-            return data
+def _answer_record(
+    log: QueryLog,
+    *,
+    answer: str,
+    mode: str,
+    passages: dict[int, Passage],
+    retrieval: Retrieval,
+    thread: Thread,
+    latency: dict[str, float],
+) -> AnswerRecord:
+    """The answer with only the citations it makes, its confidence and html, saved as the thread's newest turn."""
+    answer, cited = clean_citations(answer, set(passages))
+    citations = [passages[n].citation() for n in sorted(cited)]
+    assessment = answer_confidence(passages, mode=mode, cited=cited)
+    latency["totalMs"] = ms_since(retrieval.started)
+    log.answer, log.mode, log.confidence, log.citations = answer, mode, str(assessment.level), citations
+    log.latency, log.total_ms = latency, latency["totalMs"]
+    conversation: Conversation = turn_save(log=log, conversation=thread.conversation)
+    return AnswerRecord(
+        id=str(log.pk),
+        conversation_id=str(conversation.pk),
+        standalone_query=retrieval.query,
+        answer=answer,
+        citations=citations,
+        confidence=str(assessment.level),
+        confidence_factors=assessment.factors,
+        mode=mode,
+        cached=False,
+        passages=len(passages),
+        latency=latency,
+        html=answer_html(answer, {c["n"]: c for c in citations}),
+    )
+
+
+def _cache(slot: CacheSlot, record: AnswerRecord, retrieval: Retrieval) -> None:
+    answer_cache_store(
+        slot,
+        CachedAnswer(
+            answer=record.answer,
+            citations=record.citations,
+            confidence=record.confidence,
+            confidence_factors=record.confidence_factors,
+            mode=record.mode,
+            passages=record.passages,
+            html=record.html,
+            sources=[(str(p.document_id), p.version, p.title) for p in retrieval.passages],
+        ),
+    )
+
+
+def answer_complete(events: Iterable[AnswerEvent]) -> AnswerRecord:
+    """The whole answer at once (the non-streamed response), from its events."""
+    for event in events:
+        if isinstance(event, DoneEvent):
+            return event.record
     raise AssertionError("answer_events ended without a done event")

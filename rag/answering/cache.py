@@ -3,20 +3,20 @@
 An entry is keyed by everything that decides the answer: the asker (answers are made from what they
 may read), the question with its spacing normalised, its scope and passage limit, the conversation
 context, and the settings of retrieval, evidence and generation (`answer_settings`). It is stored
-with the asker's team generation (rag.retrieval.generation) read before the answer was started, and
+with the asker's team cache token (rag.corpus.cache_token) read before the answer was started, and
 served only while both hold:
 
-- the team is still at that generation: any change to the team's documents, collections,
+- the team still has that token: any change to the team's documents, collections,
   memberships or groups, and every swap of a document's chunks, starts a new one;
 - one query through the access policy (`Document.objects.visible_to`, compiled by `search_scope`)
   finds every document the answer was made from (every passage, cited or not: an LLM reads them
   all) still visible to the asker, at the version and title it had. This holds even if a change's signal was missed or the cache lost a new
-  generation: a revoked membership is honoured on the very next request.
+  token: a revoked membership is honoured on the very next request.
 
 Only answers that completed as designed are stored (`answer_events` decides): never an error, never
 an answer that fell back after an LLM failure, never a stream its reader left. Insufficient answers
 are stored: they are the answer to that question over those documents, and a document that could
-answer it starts a new generation.
+answer it gives the team a new token.
 
 Case is kept: the LLM, and embedding models other than the local (uncased) one, read the question
 as typed, so "Vera Lind" and "vera lind" may be answered differently.
@@ -39,7 +39,7 @@ from documents.selectors import collection_get, document_get
 from permissions.models import User
 from rag.answering.confidence import ConfidenceFactors
 from rag.answering.prompt import SYSTEM_PROMPT
-from rag.retrieval.generation import ensure_generation, generation_key
+from rag.corpus.cache_token import cache_token_key, ensure_cache_token
 from rag.retrieval.visibility import search_scope
 
 # Bump when a change to the answering code gives other answers to the same question, documents and settings.
@@ -73,10 +73,10 @@ def answer_settings() -> list:
 
 @dataclass(frozen=True)
 class CacheSlot:
-    """Where the answer to one request is kept, and the team generation it is being computed under."""
+    """Where the answer to one request is kept, and the team cache token it is being computed under."""
 
     key: str
-    generation: str
+    token: str
 
 
 @dataclass
@@ -147,16 +147,16 @@ def answer_cache_lookup(
     key = _key(
         user=user, query=query, limit=limit, collection_id=collection_id, document_id=document_id, tags=tags, context=context
     )
-    found = cache.get_many([key, generation_key(user.team_id)])  # one round trip on a hit
-    generation = found.get(generation_key(user.team_id)) or ensure_generation(user.team_id)
-    if generation is None:  # the cache cannot be reached: answer without it
+    found = cache.get_many([key, cache_token_key(user.team_id)])  # one round trip on a hit
+    token = found.get(cache_token_key(user.team_id)) or ensure_cache_token(user.team_id)
+    if token is None:  # the cache cannot be reached: answer without it
         return None, None
-    slot = CacheSlot(key=key, generation=generation)
+    slot = CacheSlot(key=key, token=token)
     entry = found.get(key)
-    if not isinstance(entry, dict) or entry.get("generation") != generation:
+    if not isinstance(entry, dict) or entry.get("token") != token:
         return slot, None
     try:
-        hit = CachedAnswer(**{name: value for name, value in entry.items() if name != "generation"})
+        hit = CachedAnswer(**{name: value for name, value in entry.items() if name != "token"})
     except TypeError:  # stored by another version of this code
         return slot, None
     if collection_id is not None:
@@ -169,4 +169,4 @@ def answer_cache_lookup(
 
 
 def answer_cache_store(slot: CacheSlot, answer: CachedAnswer) -> None:
-    cache.set(slot.key, {"generation": slot.generation, **asdict(answer)}, settings.RAG_ANSWER_CACHE_TTL)
+    cache.set(slot.key, {"token": slot.token, **asdict(answer)}, settings.RAG_ANSWER_CACHE_TTL)

@@ -33,9 +33,9 @@ from django.db.models.functions import Substr
 
 from documents.models import Document
 from permissions.models import User
+from rag.corpus.serving_model import serving_model
 from rag.models import Chunk
 from rag.providers.minilm import get_local_tokenizer
-from rag.retrieval.serving import serving_model
 
 
 class Passage(Protocol):

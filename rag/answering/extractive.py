@@ -26,9 +26,9 @@ from django.core.cache import cache
 from config.errors import EmbeddingUnavailable
 from rag.answering.citations import CITATION
 from rag.answering.passages import Fact, Passage
+from rag.corpus.names import entity_key, normalised_text
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
-from rag.retrieval.names import entity_key, normalised_text
 from rag.retrieval.query import embed_query
 
 logger = logging.getLogger("rag.answers")

@@ -26,9 +26,8 @@ from rag.providers.errors import ProviderError
 from rag.providers.llm import get_reranker
 from rag.providers.retry import INTERACTIVE, call_with_retries
 from rag.retrieval.hits import Hit
-from rag.retrieval.query import embed_query, vector_literal
 from rag.retrieval.search import search
-from rag.retrieval.serving import SearchModel
+from rag.retrieval.vector import vector_similarities
 
 logger = logging.getLogger("rag.answers")
 
@@ -152,26 +151,6 @@ def passages_confidence(passages: list[Passage]) -> Assessment:
     )
 
 
-def _similarities(
-    query: str, chunk_ids: list[int], visible_document_ids: list[uuid.UUID], model: SearchModel | None
-) -> dict[int, float]:
-    """Cosine similarity of each chunk to the query (hybrid scores are ranks, not evidence).
-
-    `visible_document_ids` are the documents search() just loaded through `visible_to`; restricting
-    to them keeps this query inside the policy without compiling the policy's SQL a fourth time.
-    """
-    if not chunk_ids:
-        return {}
-    # The model the chunks were ranked with (cached by search() moments ago).
-    literal = vector_literal(embed_query(query, model.embedder() if model else None))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND document_id = ANY(%s)",
-            [literal, chunk_ids, visible_document_ids],
-        )
-        return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
-
-
 def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
     reranker = get_reranker()
     if reranker is None or len(hits) < 2:
@@ -217,7 +196,12 @@ def retrieve(
         latency["rerankMs"] = ms_since(lap)
     hits = hits[:limit]
     lap = time.perf_counter()
-    similarity = _similarities(query, [h.chunk_id for h in hits], list(result.documents), result.model)
+    # Hybrid scores are ranks, not evidence: a passage's evidence is its cosine similarity to the question,
+    # by the vector the search embedded and the model it ranked with.
+    assert result.query_vector is not None and result.model is not None, "hybrid search embeds the query"
+    similarity = vector_similarities(
+        vector=result.query_vector, chunk_ids=[h.chunk_id for h in hits], model_id=result.model.model_id
+    )
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
         assert hit.document_id is not None, "hits were kept above only when their document was loaded"

@@ -5,22 +5,24 @@ from __future__ import annotations
 import time
 
 from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
 
 from config.rpc import envelope, respond
 from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.tags import MAX_FILTER_TAGS
-from rag.answering.answer import MODES, answer_complete, answer_question
+from permissions.http import AuthenticatedRequest
+from rag.answering.answer import MODES, answer_complete, answer_request
 from rag.answering.feedback import feedback_create
-from rag.answering.followup import thread_for
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictInt
 from rag.api.sse import EVENT_STREAM, EventStreamRenderer, sse_stream
 from rag.models import Confidence
 
-# The answer flow (rag.answering.answer) describes an answer as plain data, the record its query
-# log keeps; these serializers render it, in the JSON response and in each streamed event.
+# The answer flow (rag.answering.answer) describes an answer as events and an AnswerRecord; these
+# serializers render their payloads, in the JSON response and in each streamed event.
 
 
 class CitationDocumentOutput(serializers.Serializer):
@@ -139,22 +141,21 @@ class RagAnswerApi(RagApi):
             )
         },
     )
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> HttpResponseBase:
         started = time.perf_counter()
         data = self.validated(request)
-        thread = thread_for(user=request.user, question=data["query"], conversation_id=data.get("conversationId"))
-        events = answer_question(
+        events = answer_request(
             user=request.user,
-            query=thread.standalone,
-            thread=thread,
+            query=data["query"],
+            conversation_id=data.get("conversationId"),
             limit=data["limit"],
             collection_id=data.get("collectionId"),
             document_id=data.get("documentId"),
-            started=started,
             tags=data.get("tags", []),
+            started=started,
         )
         if not data["stream"]:
-            return respond(AnswerOutput, answer_complete(events))
+            return respond(AnswerOutput, answer_complete(events).body())
         response = StreamingHttpResponse(sse_stream(events, STREAM_OUTPUTS), content_type=f"{EVENT_STREAM}; charset=utf-8")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"  # nginx and similar proxies: pass events through at once
@@ -178,7 +179,7 @@ class RagFeedbackApi(RagApi):
         comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
     @extend_schema(responses=envelope(FeedbackOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         feedback = feedback_create(user=request.user, answer_id=data["answerId"], rating=data["rating"], comment=data["comment"])
         return respond(FeedbackOutput, feedback)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.response import Response
 
 from config.rpc import envelope, paginated_envelope, respond, respond_page
 from documents.apis import IdInput, PaginationInput
+from permissions.http import AuthenticatedRequest
 from rag.answering.answer import MODES
 from rag.answering.conversations import conversation_delete, conversation_info, conversation_list
 from rag.api.answer import CitationOutput
@@ -52,7 +54,7 @@ class ConversationListApi(RagApi):
     Input = PaginationInput
 
     @extend_schema(responses=paginated_envelope(ConversationOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond_page(ConversationOutput, conversation_list(user=request.user), limit=data["limit"], offset=data["offset"])
 
@@ -63,7 +65,7 @@ class ConversationInfoApi(RagApi):
     Input = IdInput
 
     @extend_schema(responses=envelope(ConversationDetailOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond(ConversationDetailOutput, conversation_info(user=request.user, conversation_id=data["id"]))
 
@@ -75,6 +77,6 @@ class ConversationDeleteApi(RagApi):
     Input = IdInput
 
     @extend_schema(responses=envelope(ConversationOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond(ConversationOutput, conversation_delete(user=request.user, conversation_id=data["id"]))

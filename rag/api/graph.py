@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.rpc import PaginationOutput, envelope, respond
+from permissions.http import AuthenticatedRequest
 from rag.api.base import RagApi, StrictInt
 from rag.retrieval.explore import entity_get, entity_list, passage_get
 
@@ -39,7 +40,7 @@ class GraphEntitiesApi(RagApi):
         offset = StrictInt(min_value=0, max_value=100_000, default=0)
 
     @extend_schema(responses=GraphEntitiesResponse)
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         entities, total = entity_list(user=request.user, query=data["query"], limit=data["limit"], offset=data["offset"])
         body = {"data": entities, "pagination": {"limit": data["limit"], "offset": data["offset"], "total": total}}
@@ -79,7 +80,7 @@ class GraphEntityApi(RagApi):
         limit = StrictInt(min_value=1, max_value=100, default=25)
 
     @extend_schema(responses=envelope(EntityDetailOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond(EntityDetailOutput, entity_get(user=request.user, entity_id=data["id"], limit=data["limit"]))
 
@@ -116,7 +117,7 @@ class GraphPassageApi(RagApi):
         chunkId = ChunkRefField(max_length=100)
 
     @extend_schema(responses=envelope(PassageOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         document_id, version, chunk_index = self.validated(request)["chunkId"]
         return respond(
             PassageOutput, passage_get(user=request.user, document_id=document_id, version=version, chunk_index=chunk_index)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, cast
 
 from django.conf import settings
@@ -10,22 +9,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.errors import EmbeddingUnavailable, Forbidden
+from config.errors import Forbidden
 from config.rpc import envelope, respond
 from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.selectors import document_get
 from documents.tags import MAX_FILTER_TAGS
-from permissions.models import User
+from permissions.http import AuthenticatedRequest
 from permissions.policy import can_write_document
 from rag.api.base import QueryField, RagApi, RoundedFloat, StrictFloat, StrictInt
-from rag.indexing.state import mark_pending
-from rag.indexing.status import index_coverage
+from rag.indexing.index_status import index_coverage, mark_pending
 from rag.retrieval.hits import chunk_ref
-from rag.retrieval.search import MODES, search
-from rag.retrieval.search_log import search_log_create
+from rag.retrieval.search import MODES, SearchOutcome, search_request
 from rag.tasks import enqueue_index
-
-logger = logging.getLogger("rag.search")
 
 
 class SearchHitDocumentOutput(serializers.Serializer):
@@ -139,15 +134,15 @@ class RagSearchApi(RagApi):
             return value
 
     @extend_schema(responses=RagSearchResponse)
-    def post(self, request):
-        return Response(search_body(user=request.user, data=self.validated(request)))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        return Response(search_response_body(search_request(user=request.user, **search_arguments(self.validated(request)))))
 
 
-def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
-    """rag.search's response body for its validated input (`RagSearchApi.Input`); the MCP search tool's too."""
-    arguments = {
-        "user": user,
+def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    """`RagSearchApi.Input`'s validated data as `search_request`'s arguments."""
+    return {
         "query": data["query"],
+        "mode": data["mode"],
         "limit": data["limit"],
         "threshold": data.get("threshold"),
         "collection_id": data.get("collectionId"),
@@ -155,19 +150,17 @@ def search_body(*, user: User, data: dict[str, Any]) -> dict[str, Any]:
         "weights": tuple(data["weights"]) if data.get("weights") else None,
         "tags": data.get("tags", []),
         "explain": data["explain"],
+        "include_text": data["includeContext"],
     }
-    degraded = False
-    try:
-        result = search(mode=data["mode"], **arguments)
-    except EmbeddingUnavailable:
-        if data["mode"] != "hybrid":
-            raise
-        # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
-        logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
-        result, degraded = search(mode="keyword", **arguments), True
-    ranked = result.ranked(include_text=data["includeContext"])
-    search_log_create(user=user, query=data["query"], mode=data["mode"], result=result, results=len(ranked), degraded=degraded)
-    body = {"data": ranked, "pagination": {"limit": data["limit"], "count": len(ranked)}, "degraded": degraded}
+
+
+def search_response_body(outcome: SearchOutcome) -> dict[str, Any]:
+    """rag.search's response body (the MCP search tool's result too)."""
+    body = {
+        "data": outcome.ranked,
+        "pagination": {"limit": outcome.limit, "count": len(outcome.ranked)},
+        "degraded": outcome.degraded,
+    }
     # cast: the stubs read `.data` as the declared field named data (see RagSearchResponse), not the rendered body.
     return cast(dict[str, Any], RagSearchResponse(body).data)
 
@@ -196,7 +189,7 @@ class RagStatusApi(RagApi):
     """Index coverage of the documents you can see, for the embedding model your searches use."""
 
     @extend_schema(responses=envelope(RagStatusOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         self.validated(request)
         return respond(RagStatusOutput, index_coverage(user=request.user))
 
@@ -215,7 +208,7 @@ class RagEmbedApi(RagApi):
         documentId = serializers.UUIDField()
 
     @extend_schema(responses=envelope(RagEmbedOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = document_get(user=request.user, document_id=data["documentId"], include_archived=True)
         # Re-embedding costs the team's embedding budget: readers may not force it.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar, Protocol
 
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer
@@ -16,16 +17,24 @@ logger = logging.getLogger("rag.answers")
 EVENT_STREAM = "text/event-stream"
 
 
+class StreamEvent(Protocol):
+    """An event of a stream (rag.answering.answer's answer events): its name, and its data before rendering."""
+
+    name: ClassVar[str]
+
+    def payload(self) -> dict[str, Any]: ...
+
+
 def sse_event(event: str, data: dict) -> bytes:
     """One Server-Sent Event; JSON keeps the data on a single line."""
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
 
-def sse_stream(events: Iterable[tuple[str, object]], outputs: dict[str, type[serializers.Serializer]]) -> Iterator[bytes]:
-    """Encode events, each rendered by `outputs[event]`; a failure once the stream has started becomes an `error` event."""
+def sse_stream(events: Iterable[StreamEvent], outputs: dict[str, type[serializers.Serializer]]) -> Iterator[bytes]:
+    """Encode events, each rendered by `outputs[event.name]`; a failure once the stream has started becomes an `error` event."""
     try:
-        for event, data in events:
-            yield sse_event(event, outputs[event](data).data)
+        for event in events:
+            yield sse_event(event.name, outputs[event.name](event.payload()).data)
     except ApplicationError as exc:
         yield sse_event("error", exc.body())
     except Exception:

@@ -7,7 +7,7 @@ the next documents the configured model lacks, indexes them (vectors are reused 
 where this model already embedded the same text), records progress, and queues the next step.
 Nothing waits in the queue long enough to look lost to recovery, a crash redelivers one step, and
 a job silent for a lease (a lost message, a provider outage) is restarted by the next
-reconciliation. Teams switch as soon as they are covered (rag.indexing.serving).
+reconciliation. Teams switch as soon as they are covered (rag.indexing.model_switch).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from django.utils import timezone
 
 from documents.models import Document
 from permissions.models import User
+from rag.indexing.index_status import mark_pending
+from rag.indexing.jobs import job_create, job_record
+from rag.indexing.model_switch import documents_lacking_configured_model, switch_covered_teams, teams_behind
 from rag.indexing.pipeline import index_documents
-from rag.indexing.serving import documents_lacking_configured_model, switch_covered_teams, teams_behind
-from rag.indexing.state import job_create, job_record, mark_pending
 from rag.models import IndexJob, IndexState, IndexStatus, JobState
 
 logger = logging.getLogger("rag.indexing")

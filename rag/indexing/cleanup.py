@@ -8,9 +8,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 
-from rag.indexing.graph import delete_orphan_entities
+from rag.corpus.vector_index import drop_vector_indexes
+from rag.indexing.graph_extraction import delete_orphan_entities
 from rag.models import Chunk, IndexStatus, ServingModel
-from rag.retrieval.vector_index import drop_vector_indexes
 
 
 @dataclass

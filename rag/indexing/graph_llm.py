@@ -26,13 +26,13 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.metrics import KIND_GRAPH_LLM, provider_call
 from documents.models import Document
-from rag.indexing.graph import MAX_NAME_LENGTH, PREDICATE_MENTIONS, entities_by_key
+from rag.corpus.names import entity_key, is_meaningful_key, normalised_text
+from rag.indexing.graph_extraction import MAX_NAME_LENGTH, PREDICATE_MENTIONS, entities_by_key
 from rag.models import Chunk, Entity, EntityKind, GraphExtraction, Mention, Relation
 from rag.providers import retry
 from rag.providers.base import LLMClient
 from rag.providers.errors import ProviderError
 from rag.providers.llm import get_graph_llm
-from rag.retrieval.names import entity_key, is_meaningful_key, normalised_text
 
 if TYPE_CHECKING:
     from rag.indexing.graph_llm_prompt import StoredFacts

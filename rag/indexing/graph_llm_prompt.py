@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, MAX_NAME_LENGTH
+from rag.corpus.names import entity_key, is_meaningful_key, normalised_text
+from rag.indexing.graph_extraction import MAX_ENTITIES_PER_CHUNK, MAX_NAME_LENGTH
 from rag.providers.base import Message
-from rag.retrieval.names import entity_key, is_meaningful_key, normalised_text
 
 logger = logging.getLogger(__name__)
 

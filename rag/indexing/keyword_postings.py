@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from rag.retrieval.keyword import TEXT_SEARCH_CONFIG
+from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 
 
 def _keyword_vector(*, title: str, headings: str, text: str) -> str:

@@ -16,18 +16,18 @@ from django.db.models.expressions import RawSQL
 
 from config.metrics import KIND_EMBEDDING, provider_call
 from documents.models import Document
+from rag.corpus.cache_token import team_changed
+from rag.corpus.vector_index import ensure_vector_index
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
-from rag.indexing.graph import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
+from rag.indexing.graph_extraction import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
+from rag.indexing.index_status import set_state
 from rag.indexing.keyword_postings import keyword_columns, refresh_title, write_postings
-from rag.indexing.serving import record_first_model, serving_models_of, switch_covered_teams
-from rag.indexing.state import set_state
+from rag.indexing.model_switch import record_first_model, serving_models_of, switch_covered_teams
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
-from rag.retrieval.generation import team_changed
-from rag.retrieval.vector_index import ensure_vector_index
 
 if TYPE_CHECKING:
     from rag.indexing.graph_llm_prompt import StoredFacts
@@ -85,7 +85,7 @@ def index_documents(*, document_ids: list, force: bool = False, provider: Embedd
     Documents are embedded together, so the model sees full batches; each document's
     chunks are then swapped in its own transaction, guarded by its version. After the configured
     model's batch, a team indexed for the first time is searched with it from then on, and teams
-    still searched with an earlier model switch once it covers them (rag.indexing.serving).
+    still searched with an earlier model switch once it covers them (rag.indexing.model_switch).
     """
     provider = provider or get_embedding_provider()
     result = _index_for(provider, document_ids=document_ids, force=force)
@@ -110,19 +110,65 @@ def index_with_serving_models(*, document_ids: list, force: bool = False) -> Ind
     return index_documents(document_ids=document_ids, force=force)
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A document cut into chunks, with what the model reads of each and that input's hash."""
+
+    document: Document
+    chunks: list[TextChunk]
+    inputs: list[str]
+    hashes: list[str]
+
+
 def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) -> IndexResult:
-    extractor = llm_extractor()
     model_id = provider.model_id
-    document_ids = list(dict.fromkeys(uuid.UUID(str(pk)) for pk in document_ids))
     ensure_vector_index(model_id, provider.dimension)
     result = IndexResult()
+    live = _live_documents(list(dict.fromkeys(uuid.UUID(str(pk)) for pk in document_ids)))
+    todo = _behind(live, model_id=model_id, force=force, result=result)
+    if not todo:
+        return result
+    set_state([d.pk for d in todo], model_id, IndexState.CHUNKING, attempts=F("attempts") + 1)
+    planned = [_plan(document, provider) for document in todo]
+    set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
+    try:
+        vectors, result.embedded = _vectors(planned, provider)
+    except ProviderError as exc:
+        set_state([d.pk for d in todo], model_id, IndexState.FAILED, error=str(exc)[:2000])
+        result.failed.update({d.pk: str(exc) for d in todo})
+        # The provider already retried transient errors (the one retry layer); what is left
+        # is recorded on each document and picked up again by reconciliation.
+        logger.warning("embedding failed for %d document(s): %s", len(todo), exc)
+        return result
+    # Like the embedder, the graph's model reads the new texts before any swap holds a transaction.
+    llm_facts = _llm_facts(planned)
+    graphs: dict[uuid.UUID, TeamGraph] = {}
+    if settings.RAG_GRAPH_ENABLED:
+        graphs = {team_id: team_graph(team_id, model_id) for team_id in {p.document.team_id for p in planned}}
+    swapped = swap_chunks([(p.document, p.chunks, p.hashes) for p in planned], vectors, model_id, graphs, llm_facts)
+    for p in planned:
+        if p.document.pk in swapped:
+            result.indexed.append(p.document.pk)
+            result.chunks += len(p.chunks)
+        else:
+            result.skipped.append(p.document.pk)
+    return result
 
+
+def _live_documents(document_ids: list[uuid.UUID]) -> list[Document]:
+    """The documents that still exist, in the order asked; the chunks of those deleted or gone are removed."""
     documents = {d.pk: d for d in Document.objects.filter(pk__in=document_ids)}
-    gone = [pk for pk in document_ids if pk not in documents or documents[pk].deleted_at is not None]
+    gone = {pk for pk in document_ids if pk not in documents or documents[pk].deleted_at is not None}
     if gone:
-        remove_document_chunks(document_ids=gone)
-    live = [documents[pk] for pk in document_ids if pk not in set(gone)]
+        remove_document_chunks(document_ids=[pk for pk in document_ids if pk in gone])
+    return [documents[pk] for pk in document_ids if pk not in gone]
 
+
+def _behind(live: list[Document], *, model_id: str, force: bool, result: IndexResult) -> list[Document]:
+    """The documents whose chunks of `model_id` are not of their current version (all with `force`).
+
+    Every document gets a status row; those already current are marked indexed and counted as skipped.
+    """
     statuses = {s.document_id: s for s in IndexStatus.objects.filter(document__in=live, model_id=model_id)}
     IndexStatus.objects.bulk_create(
         [IndexStatus(document=d, model_id=model_id) for d in live if d.pk not in statuses], ignore_conflicts=True
@@ -137,69 +183,49 @@ def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) 
     if result.skipped:
         # Chunks of the current version are in place (a publish or a repeated request).
         set_state(result.skipped, model_id, IndexState.INDEXED)
-    if not todo:
-        return result
+    return todo
 
-    set_state([d.pk for d in todo], model_id, IndexState.CHUNKING, attempts=F("attempts") + 1)
-    planned: list[tuple[Document, list[TextChunk], list[str], list[str]]] = []
-    for document in todo:
-        chunks = chunk_document(document, provider)
-        inputs = [embedding_input(c) for c in chunks]
-        planned.append((document, chunks, inputs, [content_hash(t) for t in inputs]))
 
-    # Reuse any vector this model already computed for the same input, here or elsewhere.
-    wanted = {h for _, _, _, hashes in planned for h in hashes}
+def _plan(document: Document, provider: EmbeddingProvider) -> _Planned:
+    chunks = chunk_document(document, provider)
+    inputs = [embedding_input(c) for c in chunks]
+    return _Planned(document, chunks, inputs, [content_hash(t) for t in inputs])
+
+
+def _vectors(planned: list[_Planned], provider: EmbeddingProvider) -> tuple[dict[str, list[float]], int]:
+    """Every input's vector by hash, and how many had to be embedded; raises ProviderError.
+
+    Any vector this model already computed for the same input, here or elsewhere, is reused.
+    """
+    wanted = {h for p in planned for h in p.hashes}
     known = dict(
-        Chunk.objects.filter(model_id=model_id, content_hash__in=wanted)
+        Chunk.objects.filter(model_id=provider.model_id, content_hash__in=wanted)
         .order_by()
         .distinct("content_hash")
         .values_list("content_hash", "embedding")
     )
     missing: dict[str, str] = {}
-    for _, _, inputs, hashes in planned:
-        for text, h in zip(inputs, hashes, strict=False):
+    for p in planned:
+        for text, h in zip(p.inputs, p.hashes, strict=True):
             if h not in known:
                 missing.setdefault(h, text)
+    if missing:
+        with provider_call(KIND_EMBEDDING, provider.model_id):
+            vectors = provider.embed(list(missing.values()))
+        known.update(zip(missing.keys(), vectors, strict=False))
+    return known, len(missing)
 
-    set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
-    try:
-        vectors = []
-        if missing:
-            with provider_call(KIND_EMBEDDING, provider.model_id):
-                vectors = provider.embed(list(missing.values()))
-    except ProviderError as exc:
-        set_state([d.pk for d in todo], model_id, IndexState.FAILED, error=str(exc)[:2000])
-        result.failed.update({d.pk: str(exc) for d in todo})
-        # The provider already retried transient errors (the one retry layer); what is left
-        # is recorded on each document and picked up again by reconciliation.
-        logger.warning("embedding failed for %d document(s): %s", len(todo), exc)
-        return result
-    known.update(zip(missing.keys(), vectors, strict=False))
-    result.embedded += len(missing)
-    # Like the embedder, the graph's model reads the new texts before any swap holds a transaction.
-    llm_facts = (
-        extractor.extract(
-            ChunkToRead(h, text, f"document {document.pk} chunk {chunk.index}")
-            for document, chunks, inputs, hashes in planned
-            for chunk, text, h in zip(chunks, inputs, hashes, strict=True)
-        )
-        if extractor
-        else {}
-    )
 
-    graphs: dict[uuid.UUID, TeamGraph] = {}
-    if settings.RAG_GRAPH_ENABLED:
-        graphs = {team_id: team_graph(team_id, model_id) for team_id in {document.team_id for document, *_ in planned}}
-    swapped = swap_chunks(
-        [(document, chunks, hashes) for document, chunks, _, hashes in planned], known, model_id, graphs, llm_facts
+def _llm_facts(planned: list[_Planned]) -> Mapping[str, StoredFacts]:
+    """What the graph's LLM extractor (when one is configured) reads from each new chunk, by input hash."""
+    extractor = llm_extractor()
+    if extractor is None:
+        return {}
+    return extractor.extract(
+        ChunkToRead(h, text, f"document {p.document.pk} chunk {chunk.index}")
+        for p in planned
+        for chunk, text, h in zip(p.chunks, p.inputs, p.hashes, strict=True)
     )
-    for document, chunks, _, _ in planned:
-        if document.pk in swapped:
-            result.indexed.append(document.pk)
-            result.chunks += len(chunks)
-        else:
-            result.skipped.append(document.pk)
-    return result
 
 
 @transaction.atomic
@@ -214,10 +240,39 @@ def swap_chunks(
     transaction; the ids of those swapped (not one that changed since it was read).
 
     A batch at once: each statement writes every document's rows (a statement per document cost indexing
-    about a tenth of its time beside the encoder; docs/benchmarks.md, issue 17, ninth session).
+    about a tenth of its time beside the encoder; bench/ingest.py).
     """
-    # The row locks, taken in one order, order concurrent swaps of a document; the version check drops a
-    # stale one (the edit that bumped the version has queued its own task).
+    fresh = _still_current(planned)
+    if not fresh:
+        return set()
+    ids = [document.pk for document, _, _ in fresh]
+    indexed_before = set(Chunk.objects.filter(document_id__in=ids, model_id=model_id).values_list("document_id", flat=True))
+    if indexed_before:
+        Chunk.objects.filter(document_id__in=indexed_before, model_id=model_id).delete()
+    rows = _write_chunks(fresh, vectors, model_id)
+    by_count: dict[tuple[int, int], list[uuid.UUID]] = {}
+    for document, chunks, _ in fresh:
+        by_count.setdefault((document.version, len(chunks)), []).append(document.pk)
+    for (version, count), same in by_count.items():
+        set_state(same, model_id, IndexState.INDEXED, indexed_version=version, chunk_count=count, error="")
+    for team_id in {document.team_id for document, _, _ in fresh}:
+        team_changed(team_id)  # what the team can retrieve has changed: no cached answer may outlive it
+    write_postings(document_ids=ids, model_id=model_id)
+    if settings.RAG_GRAPH_ENABLED:
+        _write_graph_facts(
+            [document for document, _, _ in fresh], rows, model_id, graphs or {}, llm_facts, indexed_before=indexed_before
+        )
+    return set(ids)
+
+
+def _still_current(
+    planned: Sequence[tuple[Document, list[TextChunk], list[str]]],
+) -> list[tuple[Document, list[TextChunk], list[str]]]:
+    """The planned documents not deleted or edited since they were read, their rows locked until the swap commits.
+
+    The row locks, taken in one order, order concurrent swaps of a document; the version check drops a
+    stale one (the edit that bumped the version has queued its own task).
+    """
     current = {
         row["pk"]: row
         for row in Document.objects.select_for_update()
@@ -225,23 +280,21 @@ def swap_chunks(
         .order_by("pk")
         .values("pk", "version", "deleted_at")
     }
-    fresh = [
+    return [
         (document, chunks, hashes)
         for document, chunks, hashes in planned
         if document.pk in current
         and current[document.pk]["deleted_at"] is None
         and current[document.pk]["version"] == document.version
     ]
-    if not fresh:
-        return set()
-    ids = [document.pk for document, _, _ in fresh]
-    indexed_before = set(Chunk.objects.filter(document_id__in=ids, model_id=model_id).values_list("document_id", flat=True))
-    if indexed_before:
-        Chunk.objects.filter(document_id__in=indexed_before, model_id=model_id).delete()
+
+
+def _write_chunks(fresh: list[tuple[Document, list[TextChunk], list[str]]], vectors: dict, model_id: str) -> list[Chunk]:
+    """The documents' new chunk rows, with their vectors and keyword columns, in one insert."""
     new_chunks = [(document, c, h) for document, chunks, hashes in fresh for c, h in zip(chunks, hashes, strict=True)]
     # The keyword columns as the chunks are written (an UPDATE after would write every row again).
     keywords = keyword_columns(chunks=[(document.title, c.text, c.heading_path) for document, c, _ in new_chunks])
-    rows = Chunk.objects.bulk_create(
+    return Chunk.objects.bulk_create(
         [
             Chunk(
                 document_id=document.pk,
@@ -266,33 +319,35 @@ def swap_chunks(
             for (document, c, h), (search_vector, doc_length) in zip(new_chunks, keywords, strict=True)
         ]
     )
-    by_count: dict[tuple[int, int], list[uuid.UUID]] = {}
-    for document, chunks, _ in fresh:
-        by_count.setdefault((document.version, len(chunks)), []).append(document.pk)
-    for (version, count), same in by_count.items():
-        set_state(same, model_id, IndexState.INDEXED, indexed_version=version, chunk_count=count, error="")
-    for team_id in {document.team_id for document, _, _ in fresh}:
-        team_changed(team_id)  # what the team can retrieve has changed: no cached answer may outlive it
-    write_postings(document_ids=ids, model_id=model_id)
-    if settings.RAG_GRAPH_ENABLED:
-        # Each team's titles read once, by the caller or here, however many of its documents the batch holds.
-        graphs = dict(graphs or {})
-        for team_id in {document.team_id for document, _, _ in fresh} - graphs.keys():
-            graphs[team_id] = team_graph(team_id, model_id)
-        by_document: dict[uuid.UUID, list[Chunk]] = {}
-        for row in rows:
-            by_document.setdefault(row.document_id, []).append(row)
-        for document, _, _ in fresh:
-            graph = graphs[document.team_id]
-            written = by_document.get(document.pk, [])
-            write_document_facts(document=document, chunks=written, matcher=graph.matcher)
-            if llm_facts:
-                write_llm_facts(document=document, chunks=written, facts=llm_facts)
-            # Chunks indexed before this document existed could not know its title: link those that name it.
-            first_index = document.pk not in indexed_before
-            if first_index and graph.oldest_chunk is not None and graph.oldest_chunk < document.created_at:
-                link_title_mentions(document=document, model_id=model_id, chunks_before=document.created_at)
-    return set(ids)
+
+
+def _write_graph_facts(
+    documents: list[Document],
+    rows: list[Chunk],
+    model_id: str,
+    graphs: Mapping[uuid.UUID, TeamGraph],
+    llm_facts: Mapping[str, StoredFacts] | None,
+    *,
+    indexed_before: set[uuid.UUID],
+) -> None:
+    """The graph's facts of the new chunks: by rule, by the LLM extractor's reading, and titles linked."""
+    # Each team's titles read once, by the caller or here, however many of its documents the batch holds.
+    graphs = dict(graphs)
+    for team_id in {document.team_id for document in documents} - graphs.keys():
+        graphs[team_id] = team_graph(team_id, model_id)
+    by_document: dict[uuid.UUID, list[Chunk]] = {}
+    for row in rows:
+        by_document.setdefault(row.document_id, []).append(row)
+    for document in documents:
+        graph = graphs[document.team_id]
+        written = by_document.get(document.pk, [])
+        write_document_facts(document=document, chunks=written, matcher=graph.matcher)
+        if llm_facts:
+            write_llm_facts(document=document, chunks=written, facts=llm_facts)
+        # Chunks indexed before this document existed could not know its title: link those that name it.
+        first_index = document.pk not in indexed_before
+        if first_index and graph.oldest_chunk is not None and graph.oldest_chunk < document.created_at:
+            link_title_mentions(document=document, model_id=model_id, chunks_before=document.created_at)
 
 
 @transaction.atomic

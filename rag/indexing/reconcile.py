@@ -14,9 +14,9 @@ from django.db.models import Count, F, FilteredRelation, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from documents.models import Document
-from rag.indexing.serving import documents_lacking_configured_model
+from rag.corpus.names import entity_key, is_meaningful_key
+from rag.indexing.model_switch import documents_lacking_configured_model
 from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
-from rag.retrieval.names import entity_key, is_meaningful_key
 
 
 @dataclass

@@ -8,7 +8,6 @@ response body. Failures are the API's `ApplicationError`s, which the server turn
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,13 +22,13 @@ from config.rpc import SerializerClass, check_json_types, envelope, page_body
 from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
-from rag.answering.answer import answer_complete, answer_question
-from rag.answering.followup import thread_for
+from rag.answering.answer import answer_complete, answer_request
 from rag.api.answer import AnswerOutput, RagAnswerApi
 from rag.api.base import QueryField, StrictInt
 from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
-from rag.api.search import RagSearchApi, search_body
+from rag.api.search import RagSearchApi, search_arguments, search_response_body
 from rag.retrieval.explore import entity_get, entity_list
+from rag.retrieval.search import search_request
 
 # read_document returns at most this many characters at a time (an agent pages through longer texts).
 READ_MAX_CHARS = 50_000
@@ -108,7 +107,7 @@ def call(name: str, *, user: User, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    return search_body(user=user, data=data)
+    return search_response_body(search_request(user=user, **search_arguments(data)))
 
 
 class AnswerInput(RagAnswerApi.Input):
@@ -117,19 +116,16 @@ class AnswerInput(RagAnswerApi.Input):
 
 
 def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    started = time.perf_counter()
-    thread = thread_for(user=user, question=data["query"], conversation_id=data.get("conversationId"))
-    events = answer_question(
+    events = answer_request(
         user=user,
-        query=thread.standalone,
-        thread=thread,
+        query=data["query"],
+        conversation_id=data.get("conversationId"),
         limit=data["limit"],
         collection_id=data.get("collectionId"),
         document_id=data.get("documentId"),
-        started=started,
         tags=data.get("tags", []),
     )
-    return envelope(AnswerOutput)({"data": answer_complete(events)}).data
+    return envelope(AnswerOutput)({"data": answer_complete(events).body()}).data
 
 
 class ReadDocumentInput(IdInput):

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from starlette.types import Scope
 
 from permissions.authentication import ApiTokenAuthentication
+from permissions.http import AuthenticatedRequest
 from rag.mcp.server import CONTEXT, USER, runtime
 
 
@@ -54,7 +55,7 @@ class McpApi(APIView):
         # stream (Accept: text/event-stream) gets its 405, not DRF's 406.
         return super().perform_content_negotiation(request, force=True)
 
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> HttpResponse:
         scope = {**asgi_scope(request._request), USER: request.user, CONTEXT: contextvars.copy_context()}
         exchange = runtime().exchange(scope, request.body, timeout=settings.WEB_TIMEOUT)
         return HttpResponse(bytes(exchange.content), status=exchange.status, headers=dict(exchange.headers))

@@ -1,7 +1,7 @@
 """The signs of every chunk's embedding, one bit per dimension, for vector search in scopes too narrow to walk.
 
 A filtered HNSW walk through a narrow share of the index misses whole groups of the scope's nearest chunks
-(recall@10 0.80 for a viewer seeing 10% of 1M chunks; docs/benchmarks.md, issue 17). Scanning the scope's
+(recall@10 0.80 for a viewer seeing 10% of 1M chunks; bench/latency.py). Scanning the scope's
 sign bits (48 bytes for 384 dimensions, read from one covering index) and reranking the nearest few hundred by
 their full vectors finds them at a fraction of an exact scan's cost.
 

@@ -3,8 +3,7 @@ collections the viewer can read.
 
 A name thousands of passages share (a hub) has as many relations and mentions in the team; a hop read every
 one of them and checked each one's document against the viewer's visible set, so a viewer who reads one
-collection of ten paid for all ten (at 1M chunks up to 180 ms for one question's spread; docs/benchmarks.md,
-issue 17, sixteenth session). As keyword postings and sign bits do (migrations 0016, 0017), the collection
+collection of ten paid for all ten (at 1M chunks up to 180 ms for one question's spread; bench/latency.py). As keyword postings and sign bits do (migrations 0016, 0017), the collection
 narrows the scan and the join with the visible documents still decides. A trigger keeps the copy right when
 a document moves to another collection.
 """

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2's forward pass in NumPy: the reference encoder (RAG_LOCAL_ENCODER=numpy).
 
-Slower than `minilm_onnx` (see docs/benchmarks.md, issue 17) but with nothing beyond NumPy and BLAS;
+Slower than `minilm_onnx` (bench/encoder_compare.py) but with nothing beyond NumPy and BLAS;
 the tests hold the ONNX encoder to its vectors.
 """
 

@@ -8,7 +8,7 @@ kernels (the com.microsoft operators its BERT optimiser would produce); the rest
 One session serves queries and batches on RAG_LOCAL_ENCODER_THREADS intra-op threads (default: the
 cores). Unlike NumPy's BLAS, whose second thread doubled a query's latency in a loaded web server,
 onnxruntime's pool without spinning gains from the second core even when the cores are contended
-(docs/benchmarks.md, issue 17).
+(bench/encoder_compare.py).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from django.db import connection
 
 from config.errors import NotFound
 from permissions.models import User
+from rag.corpus.names import entity_key
+from rag.corpus.serving_model import serving_model
 from rag.retrieval.graph_policy import mention_counts, relation_counts
 from rag.retrieval.hits import chunk_ref
-from rag.retrieval.names import entity_key
-from rag.retrieval.serving import serving_model
 from rag.retrieval.visibility import SearchScope, search_scope
 
 

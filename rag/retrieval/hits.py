@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from documents.models import Document
-from rag.retrieval.serving import SearchModel
+from rag.corpus.serving_model import SearchModel
 
 
 def chunk_ref(document_id: uuid.UUID, version: int, chunk_index: int) -> str:
@@ -74,6 +74,8 @@ class SearchResult:
     latency: dict[str, float] = field(default_factory=dict)
     # The embedding model every ranking read (the team's serving model).
     model: SearchModel | None = None
+    # The query's embedding, when a vector ranking ran (vector and hybrid): answers weigh passages by it.
+    query_vector: list[float] | None = None
 
     @property
     def total_ms(self) -> float:

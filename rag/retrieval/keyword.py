@@ -19,12 +19,11 @@ from typing import NamedTuple
 from django.core.cache import cache
 from django.db import connection
 
+from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 from rag.retrieval.hits import Hit
 from rag.retrieval.stats import STATS_CACHE_SECONDS, IndexStats
 from rag.retrieval.visibility import SearchScope
 
-# The text search configuration of the chunks' keyword columns and of queries (one for both).
-TEXT_SEARCH_CONFIG = "english"
 K1 = 0.9
 B = 0.4
 # A common word: held by at least this share of the scope's chunks, and by at least this many (below
@@ -49,8 +48,7 @@ COUNT_CACHE_SECONDS = STATS_CACHE_SECONDS
 # numbers are cast to float8: bound as literals they would be numeric, several times slower.
 # Each posting carries its word's place in the query (`word`), and its term reads the word's IDF from
 # an array at that place: joining every posting with the words' IDFs cost about a tenth of the ranking
-# (at 1M chunks, 10% visible, p50 / p95 46.2 / 83.5 ms against 42.6 / 75.6; docs/benchmarks.md, issue
-# 17, twelfth session).
+# (at 1M chunks, 10% visible, p50 / p95 46.2 / 83.5 ms against 42.6 / 75.6; bench/latency.py).
 # One posting's BM25 term (the posting `p`, its lexeme's IDF the SQL expression `idf`), for the ranking
 # and for the candidates it did not return alike.
 _TERM = """{idf} * p.tf * (%(k1)s::float8 + 1)
@@ -189,7 +187,7 @@ def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_i
             # Each candidate's postings of the query's words, looked up in the primary key (chunk, lexeme).
             # OFFSET 0 keeps the subquery per candidate: flattened, the planner reads every posting of the
             # query's words from the covering index and hashes them against the candidates (~19 ms for 100
-            # candidates at 100k chunks, against ~1 ms; docs/benchmarks.md, issue 17, ninth session).
+            # candidates at 100k chunks, against ~1 ms; bench/latency.py).
             f"""SELECT c.id, sum({_TERM.format(idf="i.idf")})
                 FROM unnest(%(chunks)s::int8[]) AS c(id),
                      LATERAL (SELECT k.lexeme, k.tf, k.length FROM keyword_postings k

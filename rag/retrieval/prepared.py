@@ -2,7 +2,7 @@
 
 The graph's queries join the visible documents several times (each hop, the final ranking, every
 title check), so PostgreSQL spent about 3 ms parsing and planning a hop that ran in under 1 ms
-(100k chunks; docs/benchmarks.md, issue 17, fifteenth session). A prepared statement is planned once
+(100k chunks; bench/latency.py). A prepared statement is planned once
 (a generic plan, whatever the values) and run with that plan: the text and the parameters' types key
 it, so one statement serves every viewer of every scope of the same shape.
 

@@ -7,31 +7,36 @@ visible matches exist.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db.models.expressions import RawSQL
 
-from config.errors import NoEmbeddings
+from config.errors import EmbeddingUnavailable, NoEmbeddings
 from config.metrics import record_search
 from documents.models import Document
 from documents.selectors import collection_get, document_get
 from permissions.models import User
+from rag.corpus.serving_model import SearchModel, serving_model
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
 from rag.retrieval.explain import explain_hits
 from rag.retrieval.fusion import relevance_fusion, spread_documents
-from rag.retrieval.graph import graph_ranking, question_graph
-from rag.retrieval.hits import Hit, SearchResult
+from rag.retrieval.graph_ranking import QuestionGraph, graph_ranking, question_graph
+from rag.retrieval.hits import Hit, RankedChunk, SearchResult
 from rag.retrieval.keyword import KeywordRanking, keyword_ranking, keyword_relevances
 from rag.retrieval.query import embed_query
-from rag.retrieval.serving import serving_model
-from rag.retrieval.stats import model_chunk_count, scope_index_stats
+from rag.retrieval.search_log import search_log_create
+from rag.retrieval.stats import IndexStats, model_chunk_count, scope_index_stats
 from rag.retrieval.vector import vector_ranking, vector_relevances
 from rag.retrieval.visibility import SearchScope, search_scope
+
+logger = logging.getLogger("rag.search")
 
 MODES = ("vector", "keyword", "hybrid", "graph")
 # The best chunks of the vector and keyword rankings that seed the graph in hybrid search.
@@ -60,6 +65,57 @@ class _Laps:
         self._started = now
 
 
+@dataclass
+class _Rankings:
+    """What the first rankings of one search found: the vector and keyword hits, and the question's graph reading."""
+
+    vector: list[float] = field(default_factory=list)  # the query's embedding (vector and hybrid)
+    vector_hits: list[Hit] = field(default_factory=list)
+    keyword: KeywordRanking = field(default_factory=lambda: KeywordRanking([], {}, 1.0, 0.0))
+    question: QuestionGraph | None = None
+
+
+@dataclass
+class _Fused:
+    """Hybrid's page and what explains it: each ranking's hits, weights and completed relevances."""
+
+    hits: list[Hit]
+    ranked_by: dict[str, list[Hit]]
+    weights: dict[str, float] | None = None
+    relevances: dict[str, dict[int, float]] | None = None
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One search's fixed inputs, shared by its steps."""
+
+    query: str
+    mode: str
+    limit: int
+    depth: int  # how many candidates each ranking returns
+    threshold: float
+    weights: tuple[float, ...]  # hybrid's (vector, keyword, graph)
+    model: SearchModel
+    scope: SearchScope
+    stats: IndexStats
+    document_id: uuid.UUID | None
+
+    @property
+    def graph_in_hybrid(self) -> bool:
+        return self.mode == "hybrid" and settings.RAG_GRAPH_ENABLED and self.weights[2] > 0
+
+    def keyword_args(self) -> dict[str, Any]:
+        # Hybrid weighs every candidate's exact BM25 however it was found: it asks the keyword ranking for candidates.
+        return {
+            "scope": self.scope,
+            "query": self.query,
+            "model_id": self.model.model_id,
+            "limit": self.depth,
+            "stats": self.stats,
+            "candidates": self.mode == "hybrid",
+        }
+
+
 def search(
     *,
     user: User,
@@ -81,131 +137,191 @@ def search(
         collection_get(user=user, collection_id=collection_id)
     if document_id is not None:
         document_get(user=user, document_id=document_id, include_archived=False)
-    threshold = settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold
-    # (vector, keyword, graph); two given weights leave the graph at the configured one.
-    hybrid_weights = (*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS
-    # One model for every ranking: the team's serving model (the one before a model change, until
-    # the new model's chunks cover the team).
-    model = serving_model(user.team_id)
-    model_id, dimension = model.model_id, model.dimension
-    # A user without a team (an operator) has nothing indexed, as a team without chunks.
-    if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model_id).exists():
-        raise NoEmbeddings(f"Nothing is indexed for this team with {model_id} yet.")
+    model = _indexed_model(user)
     lap = _Laps()
     # The policy compiled once, and the scope's size counted once, for every ranking below.
     scope = search_scope(user=user, collection_id=collection_id, document_id=document_id, tags=tags)
-    stats = scope_index_stats(scope, model_id=model_id)
+    stats = scope_index_stats(scope, model_id=model.model_id)
     lap("scope_ms")
-
-    depth = limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit)
-    graph_in_hybrid = mode == "hybrid" and settings.RAG_GRAPH_ENABLED and hybrid_weights[2] > 0
-    vector: list[float] = []
-    vector_hits: list[Hit] = []
-    keyword = KeywordRanking([], {}, 1.0, 0.0)
-    # Hybrid weighs every candidate's exact BM25 however it was found: it asks the keyword ranking for candidates.
-    keyword_args: dict[str, Any] = {
-        "scope": scope,
-        "query": query,
-        "model_id": model_id,
-        "limit": depth,
-        "stats": stats,
-        "candidates": mode == "hybrid",
-    }
-    keyword_future = run_in_background(keyword_ranking, **keyword_args) if mode == "hybrid" and can_overlap() else None
-    if mode in ("vector", "hybrid"):
-        vector = embed_query(query, model.embedder())
-        lap("embed_ms")
-        vector_hits = vector_ranking(
-            scope=scope,
-            vector=vector,
-            model_id=model_id,
-            dimension=dimension,
-            limit=depth,
-            threshold=threshold,
-            scope_chunks=stats.chunks,
-            model_chunks=model_chunk_count(model_id),
-        )
-        lap("vector_ms")
-    question = None
-    if graph_in_hybrid:
-        # What the graph reads from the question alone does not wait for the other rankings: read on
-        # this thread while the keyword ranking (usually the slower of the two) still runs.
-        question = question_graph(scope=scope, query=query, model_id=model_id, scope_chunks=stats.chunks)
-        lap("graph_question_ms")
-    if keyword_future is not None:
-        keyword, lap.latency["keyword_ms"] = keyword_future.result()
-        lap("keyword_wait_ms")
-    elif mode in ("keyword", "hybrid"):
-        keyword = keyword_ranking(**keyword_args)
-        lap("keyword_ms")
-    keyword_hits = keyword.hits
-
-    # The rankings by name, kept for explanations only (hybrid fuses them into new hits).
-    ranked_by: dict[str, list[Hit]] = {}
-    fusion_weights: dict[str, float] | None = None
-    relevances: dict[str, dict[int, float]] | None = None
+    run = _Search(
+        query=query,
+        mode=mode,
+        limit=limit,
+        depth=limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit),
+        threshold=settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold,
+        # (vector, keyword, graph); two given weights leave the graph at the configured one.
+        weights=(*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS,
+        model=model,
+        scope=scope,
+        stats=stats,
+        document_id=document_id,
+    )
+    rankings = _first_rankings(run, lap)
     if mode == "vector":
-        hits = ranked_by["vector"] = vector_hits
+        fused = _Fused(hits=rankings.vector_hits, ranked_by={"vector": rankings.vector_hits})
     elif mode == "keyword":
-        hits = ranked_by["keyword"] = keyword_hits
+        fused = _Fused(hits=rankings.keyword.hits, ranked_by={"keyword": rankings.keyword.hits})
     elif mode == "graph":
-        hits = graph_ranking(scope=scope, query=query, model_id=model_id, limit=limit, scope_chunks=stats.chunks).hits
-        ranked_by["graph"] = hits
+        graph_hits = graph_ranking(scope=scope, query=query, model_id=model.model_id, limit=limit, scope_chunks=stats.chunks).hits
+        fused = _Fused(hits=graph_hits, ranked_by={"graph": graph_hits})
         lap("graph_ms")
     else:
-        ranked_by = {"vector": vector_hits, "keyword": keyword_hits}
-        rankings = [[(h.chunk_id, h.relevance) for h in vector_hits], [(h.chunk_id, h.relevance) for h in keyword_hits]]
-        used = list(hybrid_weights[:2])
-        if graph_in_hybrid:
-            # The graph spreads from the question's names and from the best chunks of the other two.
-            first = relevance_fusion(rankings, weights=used) if any(used) else []
-            seeds = [chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]]
-            graph = graph_ranking(
-                scope=scope,
-                query=query,
-                model_id=model_id,
-                limit=depth,
-                seed_chunk_ids=seeds,
-                scope_chunks=stats.chunks,
-                graph_evidence_only=True,
-                question=question,
-            )
-            rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
-            ranked_by["graph"] = graph.hits
-            used.append(hybrid_weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
-            lap("graph_ms")
-        if not any(used):  # only the graph was weighted, and it is switched off
-            used = [1.0] * len(rankings)
-        fusion_weights = dict(zip(ranked_by, used, strict=True))
-        relevances = _complete(
-            {name: dict(ranking) for name, ranking in zip(ranked_by, rankings, strict=True)},
-            weights=fusion_weights,
-            vector=vector,
-            keyword=keyword,
-            model_id=model_id,
-            threshold=threshold,
-        )
-        lap("complete_ms")
-        fused = dict(relevance_fusion([list(r.items()) for r in relevances.values()], weights=used))
-        order = list(fused)
-        if document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
-            document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
-            order = spread_documents(
-                list(fused.items()),
-                document_of,
-                per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT,
-                repeat_decay=REPEAT_CHUNK_DECAY,
-            )
-        hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[:limit]]
-        lap("fuse_ms")
-    hits = hits[:limit]
+        fused = _hybrid(run, rankings, lap)
+    hits = fused.hits[:limit]
     if explain:
-        explain_hits(hits, ranked_by, weights=fusion_weights, relevances=relevances)
+        explain_hits(hits, fused.ranked_by, weights=fused.weights, relevances=fused.relevances)
     documents = _load(hits, scope)
     lap("load_ms")
-    result = SearchResult(hits=hits, documents=documents, latency=lap.latency, model=model)
+    result = SearchResult(hits=hits, documents=documents, latency=lap.latency, model=model, query_vector=rankings.vector or None)
     record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
     return result
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """A rag.search response: the page, and whether hybrid fell back to keyword only."""
+
+    ranked: list[RankedChunk]
+    limit: int
+    degraded: bool
+
+
+def search_request(
+    *,
+    user: User,
+    query: str,
+    mode: str = "hybrid",
+    limit: int = 10,
+    threshold: float | None = None,
+    collection_id: uuid.UUID | None = None,
+    document_id: uuid.UUID | None = None,
+    weights: tuple[float, ...] | None = None,
+    tags: Sequence[str] = (),
+    explain: bool = False,
+    include_text: bool = True,
+) -> SearchOutcome:
+    """One rag.search (the API's and the MCP search tool's): the search, logged; hybrid degrades to keyword
+    when the query cannot be embedded."""
+    arguments: dict[str, Any] = {
+        "user": user,
+        "query": query,
+        "limit": limit,
+        "threshold": threshold,
+        "collection_id": collection_id,
+        "document_id": document_id,
+        "weights": weights,
+        "tags": tags,
+        "explain": explain,
+    }
+    degraded = False
+    try:
+        result = search(mode=mode, **arguments)
+    except EmbeddingUnavailable:
+        if mode != "hybrid":
+            raise
+        # Hybrid without its vector half: the keyword ranking still answers, flagged, rather than a 503.
+        logger.warning("rag.search degraded to keyword: the embedding provider is unavailable")
+        result, degraded = search(mode="keyword", **arguments), True
+    ranked = result.ranked(include_text=include_text)
+    search_log_create(user=user, query=query, mode=mode, result=result, results=len(ranked), degraded=degraded)
+    return SearchOutcome(ranked=ranked, limit=limit, degraded=degraded)
+
+
+def _indexed_model(user: User) -> SearchModel:
+    """The team's serving model (the one before a model change, until the new model's chunks cover the team); every
+    ranking reads its chunks. NoEmbeddings when the team has none of it."""
+    model = serving_model(user.team_id)
+    # A user without a team (an operator) has nothing indexed, as a team without chunks.
+    if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model.model_id).exists():
+        raise NoEmbeddings(f"Nothing is indexed for this team with {model.model_id} yet.")
+    return model
+
+
+def _first_rankings(run: _Search, lap: _Laps) -> _Rankings:
+    """The vector and keyword rankings the mode asks for, and in hybrid the graph's reading of the question.
+
+    In hybrid the keyword ranking (usually the slowest) runs on another thread beside the others.
+    """
+    found = _Rankings()
+    hybrid = run.mode == "hybrid"
+    keyword_future = run_in_background(keyword_ranking, **run.keyword_args()) if hybrid and can_overlap() else None
+    if run.mode in ("vector", "hybrid"):
+        found.vector = embed_query(run.query, run.model.embedder())
+        lap("embed_ms")
+        found.vector_hits = vector_ranking(
+            scope=run.scope,
+            vector=found.vector,
+            model_id=run.model.model_id,
+            dimension=run.model.dimension,
+            limit=run.depth,
+            threshold=run.threshold,
+            scope_chunks=run.stats.chunks,
+            model_chunks=model_chunk_count(run.model.model_id),
+        )
+        lap("vector_ms")
+    if run.graph_in_hybrid:
+        # What the graph reads from the question alone does not wait for the other rankings: read on
+        # this thread while the keyword ranking still runs.
+        found.question = question_graph(
+            scope=run.scope, query=run.query, model_id=run.model.model_id, scope_chunks=run.stats.chunks
+        )
+        lap("graph_question_ms")
+    if keyword_future is not None:
+        found.keyword, lap.latency["keyword_ms"] = keyword_future.result()
+        lap("keyword_wait_ms")
+    elif run.mode in ("keyword", "hybrid"):
+        found.keyword = keyword_ranking(**run.keyword_args())
+        lap("keyword_ms")
+    return found
+
+
+def _hybrid(run: _Search, found: _Rankings, lap: _Laps) -> _Fused:
+    """Fuse the vector, keyword and (seeded by their best chunks) graph rankings by each candidate's relevances."""
+    ranked_by = {"vector": found.vector_hits, "keyword": found.keyword.hits}
+    rankings = [[(h.chunk_id, h.relevance) for h in found.vector_hits], [(h.chunk_id, h.relevance) for h in found.keyword.hits]]
+    used = list(run.weights[:2])
+    if run.graph_in_hybrid:
+        # The graph spreads from the question's names and from the best chunks of the other two.
+        first = relevance_fusion(rankings, weights=used) if any(used) else []
+        graph = graph_ranking(
+            scope=run.scope,
+            query=run.query,
+            model_id=run.model.model_id,
+            limit=run.depth,
+            seed_chunk_ids=[chunk_id for chunk_id, _ in first[:GRAPH_SEED_CHUNKS]],
+            scope_chunks=run.stats.chunks,
+            graph_evidence_only=True,
+            question=found.question,
+        )
+        rankings.append([(h.chunk_id, h.relevance) for h in graph.hits])
+        ranked_by["graph"] = graph.hits
+        used.append(run.weights[2] * (GRAPH_TITLE_BOOST if graph.names_documents else 1.0))
+        lap("graph_ms")
+    if not any(used):  # only the graph was weighted, and it is switched off
+        used = [1.0] * len(rankings)
+    weights = dict(zip(ranked_by, used, strict=True))
+    relevances = _complete(
+        {name: dict(ranking) for name, ranking in zip(ranked_by, rankings, strict=True)},
+        weights=weights,
+        vector=found.vector,
+        keyword=found.keyword,
+        model_id=run.model.model_id,
+        threshold=run.threshold,
+    )
+    lap("complete_ms")
+    fused = dict(relevance_fusion([list(r.items()) for r in relevances.values()], weights=used))
+    order = list(fused)
+    if run.document_id is None and settings.RAG_MAX_CHUNKS_PER_DOCUMENT:
+        document_of = dict(Chunk.objects.filter(pk__in=order).values_list("pk", "document_id"))
+        order = spread_documents(
+            list(fused.items()),
+            document_of,
+            per_document=settings.RAG_MAX_CHUNKS_PER_DOCUMENT,
+            repeat_decay=REPEAT_CHUNK_DECAY,
+        )
+    hits = [Hit(chunk_id=chunk_id, score=fused[chunk_id], relevance=fused[chunk_id]) for chunk_id in order[: run.limit]]
+    lap("fuse_ms")
+    return _Fused(hits=hits, ranked_by=ranked_by, weights=weights, relevances=relevances)
 
 
 def _complete(

@@ -21,9 +21,9 @@ from typing import Literal
 from django.conf import settings
 from django.db import connection, transaction
 
+from rag.corpus.vector_index import vector_expression
 from rag.retrieval.hits import Hit
 from rag.retrieval.query import vector_literal
-from rag.retrieval.vector_index import vector_expression
 from rag.retrieval.visibility import SearchScope
 
 Path = Literal["exact", "signs", "hnsw"]
@@ -33,13 +33,13 @@ Path = Literal["exact", "signs", "hnsw"]
 HNSW_STEP_COST = 5
 # What one chunk's sign bits cost against one exactly scanned chunk (an index tuple and a Hamming
 # distance against a heap row and a cosine): 0.4 µs against 3.8 µs a row at 1M chunks, 10% visible
-# (bench/latency.py; docs/benchmarks.md, issue 17, eleventh session).
+# (bench/latency.py).
 SIGN_ROW_COST = 0.1
 # The sign bits' nearest share of the scope (at least SIGN_RERANK_MIN, and this many per hit on the page)
 # are reranked by their full vectors: the more chunks, the more of them tie with the nearest on Hamming
 # distance. Recall@10 against exact for a reader who sees 10%: 0.96 reranking 200 of their 10k chunks of
 # 100k (6.6 ms; a walk's 0.96 in 6.5), 0.93 / 0.965 / 0.98 reranking 200 / 400 / 800 of their 100k of 1M
-# (docs/benchmarks.md, issue 17, eleventh session).
+# (bench/latency.py).
 SIGN_RERANK_SHARE = 1 / 250
 SIGN_RERANK_MIN = 200
 SIGN_RERANK_PER_HIT = 4
@@ -48,7 +48,7 @@ SIGN_RERANK_PER_HIT = 4
 SIGN_PREFILTER = 5
 # Those rows are sorted only within the distance that keeps SIGN_CUTOFF_MARGIN times their share of the scope in
 # a sample of SIGN_CUTOFF_SAMPLE of its readable rows (at 100k rows the sort held 2,000-4,500 rows instead of
-# 100,000, and the pass fell 52 -> 25 ms; docs/benchmarks.md, issue 17, seventeenth and eighteenth sessions);
+# 100,000, and the pass fell 52 -> 25 ms; bench/latency.py);
 # none when that share is SIGN_CUTOFF_MAX_SHARE or more (a small scope: the sample would cost what it saves).
 SIGN_CUTOFF_SAMPLE = 5_000
 SIGN_CUTOFF_MARGIN = 2.0
@@ -69,7 +69,7 @@ MAX_SCAN_TUPLES = 50_000
 
 # A larger index needs a wider list for the same recall: at least one candidate per this many chunks of
 # the model's index (a walk filtered to 10% of 1M chunks: recall@10 0.73 with 400, 0.84 with 1000 over
-# 60 queries, at the same latency; docs/benchmarks.md, issue 17, ninth session). 1000 is pgvector's maximum.
+# 60 queries, at the same latency; bench/latency.py). 1000 is pgvector's maximum.
 CHUNKS_PER_CANDIDATE = 1000
 
 
@@ -157,12 +157,10 @@ def vector_ranking(
     ]
 
 
-def vector_relevances(*, vector: list[float], chunk_ids: list[int], model_id: str, threshold: float) -> dict[int, float]:
-    """The cosine of chunks the vector ranking did not return (found by another ranking), at least `threshold`.
+def vector_similarities(*, vector: list[float], chunk_ids: list[int], model_id: str) -> dict[int, float]:
+    """The cosine similarity of each chunk to `vector`, read by primary key.
 
-    Hybrid fusion averages each candidate's relevances: a chunk that only fell below this ranking's
-    cut keeps its real similarity instead of 0. The caller passes only chunks of visible documents
-    (other rankings' hits); each is read by primary key.
+    The caller passes only chunks of visible documents (hits of a ranking that filtered by the scope).
     """
     if not chunk_ids:
         return {}
@@ -171,8 +169,17 @@ def vector_relevances(*, vector: list[float], chunk_ids: list[int], model_id: st
             "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND model_id = %s",
             [vector_literal(vector), chunk_ids, model_id],
         )
-        rows = cursor.fetchall()
-    return {chunk_id: max(0.0, float(score)) for chunk_id, score in rows if score >= threshold}
+        return {chunk_id: float(similarity) for chunk_id, similarity in cursor.fetchall()}
+
+
+def vector_relevances(*, vector: list[float], chunk_ids: list[int], model_id: str, threshold: float) -> dict[int, float]:
+    """The cosine of chunks the vector ranking did not return (found by another ranking), at least `threshold`.
+
+    Hybrid fusion averages each candidate's relevances: a chunk that only fell below this ranking's
+    cut keeps its real similarity instead of 0.
+    """
+    similarities = vector_similarities(vector=vector, chunk_ids=chunk_ids, model_id=model_id)
+    return {chunk_id: max(0.0, score) for chunk_id, score in similarities.items() if score >= threshold}
 
 
 # Both rank the same columns; the caller applies the threshold, so a short list means a short walk.

@@ -37,7 +37,7 @@ class SearchScope:
     one (an HNSW walk, a graph hop), each check a primary-key lookup with the readable collections
     computed once. `whole_sql` is the UNION ALL of the two disjoint ways (visible_to_each_way): for a
     query that reads the whole set first (materialised), each way read through its own index. Used the
-    other way round, each shape costs several times more (docs/benchmarks.md, issue 17, ninth session).
+    other way round, each shape costs several times more (bench/latency.py at 100k chunks).
     """
 
     user: User

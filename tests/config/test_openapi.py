@@ -124,7 +124,7 @@ def world(cast, settings, tmp_path) -> World:
         conversation=Conversation.objects.get(
             pk=answer_complete(
                 answer_events(user=cast.alice, retrieval=retrieve(user=cast.alice, query="What do owls hunt at night?"))
-            )["conversationId"]
+            ).conversation_id
         ),
     )
 

@@ -24,7 +24,7 @@ def test_an_unexpected_failure_is_a_server_error_that_hides_its_detail(cast, mon
     def fail(**kwargs):
         raise RuntimeError("relation secret_table does not exist")
 
-    monkeypatch.setattr(tools, "search_body", fail)
+    monkeypatch.setattr(tools, "search_request", fail)
     with caplog.at_level(logging.ERROR, logger="rag.mcp"):
         result = server._call_tool("search", cast.bob, {"query": "owls"})
     assert result.isError and result.structuredContent == {

@@ -7,8 +7,8 @@ import pytest
 
 from documents.models import Document
 from rag import receivers, tasks
+from rag.indexing.index_status import documents_awaiting_index
 from rag.indexing.pipeline import index_documents
-from rag.indexing.progress import documents_awaiting_index
 from rag.models import Chunk, IndexStatus
 from tests.factories import DocumentFactory
 

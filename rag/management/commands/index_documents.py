@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from documents.models import Document
 from rag.indexing.backfill import backfill_start, backfill_step
+from rag.indexing.jobs import job_create, job_record
+from rag.indexing.model_switch import switch_covered_teams, teams_behind
 from rag.indexing.pipeline import IndexResult, index_documents, reread_graph_facts
-from rag.indexing.serving import switch_covered_teams, teams_behind
-from rag.indexing.state import job_create, job_record
 from rag.models import IndexJob, JobState
 from rag.providers.base import EmbeddingProvider
 from rag.providers.embeddings import get_embedding_provider

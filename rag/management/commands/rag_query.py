@@ -61,10 +61,8 @@ class Command(BaseCommand):
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(f"{len(result.hits)} result(s) for {username} ({mode}); latency ms: {result.latency}")
-        for rank, hit in enumerate(result.hits, start=1):
-            document = result.documents.get(hit.document_id)
-            if document is None:
-                continue
+        for rank, ranked in enumerate(result.ranked(), start=1):
+            hit, document = ranked.hit, ranked.document
             snippet = textwrap.shorten(" ".join(hit.text.split()), width=width, placeholder=" …")
             self.stdout.write(f"{rank:>2}. {hit.score:.4f}  {document.title} [chunk {hit.chunk_index}, v{hit.version}]")
             self.stdout.write(f"    {snippet}")

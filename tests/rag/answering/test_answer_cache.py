@@ -18,7 +18,7 @@ from documents.services import (
 from permissions.models import Access, Group
 from rag import receivers
 from rag.answering import cache as answer_cache
-from rag.answering.answer import answer_question
+from rag.answering.answer import answer_complete, answer_question
 from rag.indexing.pipeline import index_documents
 from rag.models import Feedback, QueryLog
 from rag.providers.errors import TransientProviderError
@@ -36,7 +36,7 @@ def ask(api, query: str = QUESTION, **body) -> dict:
 
 @pytest.fixture
 def missed_signals(monkeypatch):
-    """No change starts a new generation: only the check in SQL stands between a cached answer and the asker."""
+    """No change gives the team a new cache token: only the check in SQL stands between a cached answer and the asker."""
     monkeypatch.setattr(receivers, "team_changed", lambda team_id: None)
 
 
@@ -292,9 +292,9 @@ def test_an_answer_after_an_llm_failure_is_not_cached(cast, api_for, corpus, fak
 
 def test_a_stream_the_reader_left_is_not_cached(cast, corpus, fake_llm):
     events = answer_question(user=cast.bob, query=QUESTION)
-    assert next(events)[0] == "token"
+    assert next(events).name == "token"
     events.close()
-    assert list(answer_question(user=cast.bob, query=QUESTION))[-1][1]["cached"] is False
+    assert answer_complete(answer_question(user=cast.bob, query=QUESTION)).cached is False
     assert len(fake_llm.calls) == 2
 
 

@@ -262,7 +262,7 @@ def test_a_client_that_accepts_only_event_streams_gets_a_non_streamed_answer_as_
 
 def test_a_reader_who_leaves_mid_stream_still_leaves_a_query_log(cast, corpus, fake_llm):
     events = answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=QUESTION))
-    assert next(events)[0] == "token"
+    assert next(events).name == "token"
     events.close()
     log = QueryLog.objects.get()
     assert log.error == "client disconnected" and log.mode == "generated" and log.answer

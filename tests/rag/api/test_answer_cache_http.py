@@ -77,7 +77,7 @@ def test_a_revoked_membership_is_honoured_on_the_very_next_request_over_http(cas
     data = response.json()["data"]
     assert data["cached"] is False and data["mode"] == "insufficient"
     assert "4711" not in response.text and str(docs[1].pk) not in response.text and "Secret owls" not in response.text
-    # The owls bob may still read are answered, then cached again, under the team's new generation.
+    # The owls bob may still read are answered, then cached again, under the team's new cache token.
     first, again = (post(server, bob, "rag.answer", {"query": "What do owls hunt at night?"}).json()["data"] for _ in range(2))
     assert (first["cached"], again["cached"]) == (False, True)
     assert {c["document"]["title"] for c in again["citations"]} == {"Owls"} and "4711" not in json.dumps(again)

@@ -121,7 +121,7 @@ def test_a_reader_who_leaves_mid_stream_adds_no_turn_to_the_conversation(cast, a
     first = answer(api_for(cast.bob))
     thread = thread_for(user=cast.bob, question="And their feathers?", conversation_id=first["conversationId"])
     events = answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=thread.standalone), thread=thread)
-    assert next(events)[0] == "token"
+    assert next(events).name == "token"
     events.close()
     left = QueryLog.objects.get(error="client disconnected")
     assert left.conversation is None and QueryLog.objects.filter(conversation_id=first["conversationId"]).count() == 1
@@ -134,8 +134,8 @@ def test_a_conversation_deleted_while_its_follow_up_is_answered_gives_the_answer
     data = answer_complete(
         answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=thread.standalone), thread=thread)
     )
-    assert data["conversationId"] != first["conversationId"]
-    assert Conversation.objects.get(pk=data["conversationId"]).title == "And their feathers?"
+    assert data.conversation_id != first["conversationId"]
+    assert Conversation.objects.get(pk=data.conversation_id).title == "And their feathers?"
 
 
 @pytest.mark.parametrize("intruder", ["bob", "charlie"])

@@ -7,11 +7,11 @@ from django.core.management import CommandError, call_command
 
 from documents.models import Document
 from permissions.models import Access
-from rag.indexing.graph import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
+from rag.corpus.names import entity_key
+from rag.indexing.graph_extraction import MAX_ENTITIES_PER_CHUNK, TitleMatcher, delete_orphan_entities, read_chunk
 from rag.indexing.pipeline import index_documents, title_changed
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
 from rag.providers.embeddings import get_embedding_provider
-from rag.retrieval.names import entity_key
 from rag.retrieval.search import search
 from tests.factories import CollectionFactory, DocumentFactory
 

@@ -11,14 +11,14 @@ import pytest
 from django.core.management import call_command
 
 from documents.models import Document
+from rag.corpus import vector_index
+from rag.corpus.vector_index import ensure_vector_index, vector_index_name
+from rag.indexing.model_switch import switch_covered_teams
 from rag.indexing.pipeline import index_documents
 from rag.indexing.reconcile import reconcile, stuck
-from rag.indexing.serving import switch_covered_teams
 from rag.models import Chunk, ChunkSignBits, IndexJob, IndexState, IndexStatus, JobState, KeywordPosting, Mention, ServingModel
 from rag.providers.embeddings import reset_provider_cache
-from rag.retrieval import vector_index
 from rag.retrieval.search import search
-from rag.retrieval.vector_index import ensure_vector_index, vector_index_name
 from rag.tasks import start_backfill
 from tests.factories import DocumentFactory
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from rag.indexing.index_status import COALESCE_SECONDS
 from rag.indexing.pipeline import (
     chunk_document,
     content_hash,
@@ -12,7 +13,6 @@ from rag.indexing.pipeline import (
     index_documents,
     swap_chunks,
 )
-from rag.indexing.state import COALESCE_SECONDS
 from rag.models import Chunk, IndexState, IndexStatus
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.fakes import FakeEmbeddingProvider
@@ -184,7 +184,7 @@ def test_reconcile_finds_and_fixes_missing_stale_and_orphaned_chunks(cast, capsy
 
 
 def test_cleanup_removes_obsolete_models_only(cast, settings, capsys):
-    from rag.retrieval.vector_index import ensure_vector_index
+    from rag.corpus.vector_index import ensure_vector_index
 
     # DDL must come before this test transaction's first write (deferred FK checks pend).
     ensure_vector_index("fake-embedding-v2", 384)

@@ -7,10 +7,11 @@ import math
 import pytest
 from django.db import connection
 
+from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
 from rag.retrieval import keyword
-from rag.retrieval.keyword import K1, TEXT_SEARCH_CONFIG, B, keyword_ranking, keyword_relevances
+from rag.retrieval.keyword import K1, B, keyword_ranking, keyword_relevances
 from rag.retrieval.stats import scope_index_stats
 from rag.retrieval.visibility import search_scope
 from tests.factories import DocumentFactory

@@ -8,11 +8,11 @@ import pytest
 from django.db import connection, transaction
 
 from documents.models import Document
-from rag.indexing.graph import rename_document_entity
+from rag.indexing.graph_extraction import rename_document_entity
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk, Mention
 from rag.retrieval.explore import entity_get, entity_list
-from rag.retrieval.graph import graph_ranking, question_keys
+from rag.retrieval.graph_ranking import graph_ranking, question_keys
 from rag.retrieval.search import search
 from rag.retrieval.visibility import search_scope
 from tests.access_matrix import build_random_matrix
@@ -304,7 +304,7 @@ def test_a_question_naming_a_hub_and_a_specific_name_seeds_the_specific_one_more
     """A name every passage mentions is what keyword search already weighs: seeded by its specificity (an IDF
     of its visible mentions), it cannot outrank what a rare name in the same question leads to."""
     from rag.models import Entity
-    from rag.retrieval.graph import _question_entities, specificity
+    from rag.retrieval.graph_ranking import _question_entities, specificity
     from rag.retrieval.stats import scope_index_stats
     from rag.retrieval.visibility import search_scope
 
@@ -377,7 +377,7 @@ def test_a_named_entity_a_seed_chunk_is_about_spreads_with_the_stronger_seed_tho
     When one of the best chunks is about an entity the question names, that entity spreads with the stronger
     of its two seeds, as if read after: the spread read before, with the weaker, is not reused."""
     from rag.models import Entity
-    from rag.retrieval.graph import SEED_FROM_RANKINGS, question_graph
+    from rag.retrieval.graph_ranking import SEED_FROM_RANKINGS, question_graph
     from rag.retrieval.stats import scope_index_stats
 
     studio = DocumentFactory(

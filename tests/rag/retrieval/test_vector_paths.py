@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
+from rag.corpus import vector_index
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
-from rag.retrieval import vector, vector_index
+from rag.retrieval import vector
 from rag.retrieval.query import embed_query
 from rag.retrieval.search import search
 from rag.retrieval.stats import scope_index_stats

@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from rag.corpus.names import is_meaningful_key, normalised_text
 from rag.retrieval.graph_policy import mention_counts, relation_counts, titled_document_visible
 from rag.retrieval.hits import Hit
-from rag.retrieval.names import is_meaningful_key, normalised_text
 from rag.retrieval.prepared import prepared_cursor
 from rag.retrieval.visibility import SearchScope
 
@@ -91,8 +91,8 @@ def _question_entities(
                     SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
                     FROM unnest(%(ids)s::uuid[]) AS e(id))
                 -- Counted up to HUB_COUNT_CAP, as a hop counts what it reaches, not every visible mention of a
-                -- name thousands of passages share (at 1M chunks up to 31 ms, now 14; docs/benchmarks.md, issue
-                -- 17, fifteenth session). Among the mentions that count, one is its document's subject exactly
+                -- name thousands of passages share (at 1M chunks up to 31 ms, now 14;
+                -- bench/latency.py). Among the mentions that count, one is its document's subject exactly
                 -- when the entity is a visible document's title: title_ok.
                 SELECT e.id, e.title_ok, d.n FROM e, LATERAL (
                     SELECT count(*) AS n FROM (
@@ -277,6 +277,30 @@ def graph_ranking(
     chosen = {pk: score for pk, score in from_rankings.items() if pk not in named}
     if not named and not chosen:
         return GraphRanking([], False)
+    scores, via = _reached(scope, model_id, question, named=named, chosen=chosen, scope_chunks=scope_chunks)
+    top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
+    if not top:
+        return GraphRanking([], question.names_documents)
+    # What a passage's mention of each entity counts: its whole score; with `graph_evidence_only`, what the
+    # spread brought it (not the question's naming it), and nothing in the passages it was reached through.
+    mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
+    through = {str(pk): sorted(via[pk]) for pk, _ in top if via.get(pk)} if graph_evidence_only else {}
+    rows = _entity_chunks(
+        scope, model_id, top, mentioned=mentioned, through=through, seed_chunk_ids=seed_chunk_ids or [], limit=limit * 4
+    )
+    return GraphRanking(_decayed_hits(rows)[:limit], question.names_documents)
+
+
+def _reached(
+    scope: SearchScope,
+    model_id: str,
+    question: QuestionGraph,
+    *,
+    named: dict[uuid.UUID, float],
+    chosen: dict[uuid.UUID, float],
+    scope_chunks: int,
+) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, set[int]]]:
+    """The entities both spreads reach, their summed scores, and the chunks each was reached through."""
     # The question's spread as read beforehand, unless a seed chunk strengthened one of its names.
     spreads = [
         (question.reached, question.via) if named == question.named else _spread(scope, model_id, named, set(), scope_chunks)
@@ -290,13 +314,20 @@ def graph_ranking(
             scores[pk] = scores.get(pk, 0.0) + score
         for pk, chunks in reached_via.items():
             via.setdefault(pk, set()).update(chunks)
-    top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
-    if not top:
-        return GraphRanking([], question.names_documents)
-    # What a passage's mention of each entity counts: its whole score; with `graph_evidence_only`, what the
-    # spread brought it (not the question's naming it), and nothing in the passages it was reached through.
-    mentioned = [score - (named.get(pk, 0.0) if graph_evidence_only else 0.0) for pk, score in top]
-    through = {str(pk): sorted(via[pk]) for pk, _ in top if via.get(pk)} if graph_evidence_only else {}
+    return scores, via
+
+
+def _entity_chunks(
+    scope: SearchScope,
+    model_id: str,
+    top: list[tuple[uuid.UUID, float]],
+    *,
+    mentioned: list[float],
+    through: dict[str, list[int]],
+    seed_chunk_ids: list[int],
+    limit: int,
+) -> list[tuple[int, uuid.UUID, float]]:
+    """The visible chunks about or naming the `top` entities, best first: (chunk id, document id, score)."""
     visible, visible_params = scope.named  # joined inline, as in `_spread`
     collections, collections_params = scope.collections_named
     with prepared_cursor() as cursor:
@@ -328,14 +359,20 @@ def graph_ranking(
                 "through": json.dumps(through),
                 "mention": MENTION_FACTOR,
                 "model": model_id,
-                "seeds": seed_chunk_ids or [],
+                "seeds": seed_chunk_ids,
                 "per_entity": CHUNKS_PER_ENTITY,
-                "limit": limit * 4,
+                "limit": limit,
             },
         )
-        rows = cursor.fetchall()
-    # Every chunk of a document an entity names scores alike; the graph vouches for the document,
-    # so its first chunk takes the score and each further one half the one before.
+        return cursor.fetchall()
+
+
+def _decayed_hits(rows: list[tuple[int, uuid.UUID, float]]) -> list[Hit]:
+    """Hits by score, a document's further chunks decayed.
+
+    Every chunk of a document an entity names scores alike; the graph vouches for the document,
+    so its first chunk takes the score and each further one half the one before.
+    """
     seen: dict[uuid.UUID, int] = {}
     hits = []
     for chunk_id, document_id, score in rows:
@@ -344,4 +381,4 @@ def graph_ranking(
         # A question-named entity's own chunks score 1 or more; one hop away about HOP_DECAY, two hops its square.
         hits.append(Hit(chunk_id=chunk_id, score=decayed, relevance=min(1.0, decayed)))
     hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-    return GraphRanking(hits[:limit], question.names_documents)
+    return hits

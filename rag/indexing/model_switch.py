@@ -1,6 +1,6 @@
 """The switch: when a team moves from the model it is searched with to the configured one.
 
-A team is searched with its ServingModel (rag.retrieval.serving). When RAG_EMBEDDING_MODEL names
+A team is searched with its ServingModel (rag.corpus.serving_model). When RAG_EMBEDDING_MODEL names
 a new model, the team stays on its model while the backfill (rag.indexing.backfill) builds the new
 model's chunks beside the old ones, and edits are indexed for both. The team switches once the new
 model covers it: every live document the old model has chunks of has the new model's chunks of
@@ -21,8 +21,8 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from documents.models import Document
+from rag.corpus.serving_model import SearchModel, configured_model
 from rag.models import IndexState, IndexStatus, ServingModel
-from rag.retrieval.serving import SearchModel, configured_model
 
 logger = logging.getLogger("rag.indexing")
 

@@ -31,9 +31,9 @@ from django.db import connection
 from django.db.models import Count, Max, Min
 
 from documents.models import Document
+from rag.corpus.names import entity_key, is_meaningful_key, normalised_text
+from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
-from rag.retrieval.keyword import TEXT_SEARCH_CONFIG
-from rag.retrieval.names import entity_key, is_meaningful_key, normalised_text
 
 MAX_NAME_LENGTH = 500
 # Bounds that keep one chunk from writing an unbounded number of facts (a page of links, a hub).
