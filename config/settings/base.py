@@ -127,8 +127,8 @@ else:
     if not _embedded_name:
         raise ImproperlyConfigured("CAIRN_EMBEDDED_DATABASE must not be empty")
     # PostgreSQL's own default (128MB) cannot hold a 100k-chunk index (HNSW graph plus keyword
-    # postings): searches then copy pages in from the OS cache and evict each other's. See the
-    # README and docs/benchmarks.md.
+    # postings): searches then copy pages in from the OS cache and evict each other's. See
+    # docs/operations.md (Scaling) and docs/benchmarks.md.
     _shared_buffers = env("CAIRN_EMBEDDED_SHARED_BUFFERS", default="1GB")
     if not re.fullmatch(r"\d+ ?(B|kB|MB|GB|TB)?", _shared_buffers):
         raise ImproperlyConfigured(
