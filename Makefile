@@ -28,7 +28,7 @@ run: install
 	@echo "Web page:  http://$(HOST):$(PORT)/rag   (sign in as alice / cairn-demo)"
 	@echo "Admin:     http://$(HOST):$(PORT)/admin/"
 	@echo "API:       http://$(HOST):$(PORT)/api/   schema: http://$(HOST):$(PORT)/api/schema/docs"
-	@echo "MCP:       http://$(HOST):$(PORT)/mcp    (for agents; see README, Connect an agent)"
+	@echo "MCP:       http://$(HOST):$(PORT)/mcp    (for agents; see docs/api.md, Connect an agent)"
 	@echo 'Try:       curl -H "Authorization: Bearer $$TOKEN" -X POST http://$(HOST):$(PORT)/api/documents.list'
 	$(PY) -m config.serve --demo --bind $(HOST):$(PORT)
 

@@ -128,7 +128,7 @@ else:
         raise ImproperlyConfigured("CAIRN_EMBEDDED_DATABASE must not be empty")
     # PostgreSQL's own default (128MB) cannot hold a 100k-chunk index (HNSW graph plus keyword
     # postings): searches then copy pages in from the OS cache and evict each other's. See
-    # docs/operations.md and bench/latency.py.
+    # docs/operations.md (Scaling) and bench/latency.py.
     _shared_buffers = env("CAIRN_EMBEDDED_SHARED_BUFFERS", default="1GB")
     if not re.fullmatch(r"\d+ ?(B|kB|MB|GB|TB)?", _shared_buffers):
         raise ImproperlyConfigured(

@@ -39,7 +39,7 @@ class Command(BaseCommand):
             "--graph",
             action="store_true",
             help="Only read the knowledge graph's facts again from the chunks already indexed (no embedding): after an "
-            "upgrade that changes how facts are read (see the README's Upgrading)",
+            "upgrade that changes how facts are read (see docs/operations.md, Upgrading)",
         )
         parser.add_argument(
             "--switch-now",
