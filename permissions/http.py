@@ -1,8 +1,9 @@
-"""The request type of views that run only for a signed-in user."""
+"""The request types of views that run only for a signed-in user."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
+from rest_framework.request import Request
 
 from permissions.models import User
 
@@ -11,6 +12,15 @@ class AuthenticatedHttpRequest(HttpRequest):
     """What a `login_required` view receives: `user` is a signed-in User, never AnonymousUser.
 
     For annotations only (django-stubs' documented pattern); Django builds the requests.
+    """
+
+    user: User
+
+
+class AuthenticatedRequest(Request):
+    """What an API view behind `HasTokenScope` (every RpcApi) receives: `user` is a signed-in User.
+
+    For annotations only, as `AuthenticatedHttpRequest`; DRF builds the requests.
     """
 
     user: User
