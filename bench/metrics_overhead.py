@@ -125,12 +125,11 @@ def search_rounds(token: str, searches: int, rounds: int) -> dict[str, list[floa
     from django.test import Client
 
     import config.metrics
-    import rag.api.search
     import rag.retrieval.query
     import rag.retrieval.search
 
     saved = (config.metrics.HTTP_REQUEST_SECONDS, rag.retrieval.search.record_search, rag.retrieval.query.provider_call)
-    log = rag.api.search.search_log_create
+    log = rag.retrieval.search.search_log_create
     client = Client(headers={"Authorization": f"Bearer {token}"})
     times: dict[str, list[float]] = {"on": [], "metrics_off": [], "metrics_and_log_off": []}
     n = 0
@@ -139,7 +138,7 @@ def search_rounds(token: str, searches: int, rounds: int) -> dict[str, list[floa
             if arm != "on":
                 metrics_off()
             if arm == "metrics_and_log_off":
-                rag.api.search.search_log_create = lambda **kwargs: None  # type: ignore[assignment]
+                rag.retrieval.search.search_log_create = lambda **kwargs: None  # type: ignore[assignment]
             for _ in range(searches // rounds):
                 n += 1
                 query = f"{WORDS[n % len(WORDS)]} {WORDS[(n * 5) % len(WORDS)]} q{n}"  # new every time: embedded, not cached
@@ -148,7 +147,7 @@ def search_rounds(token: str, searches: int, rounds: int) -> dict[str, list[floa
                 times[arm].append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.content
             config.metrics.HTTP_REQUEST_SECONDS, rag.retrieval.search.record_search, rag.retrieval.query.provider_call = saved
-            rag.api.search.search_log_create = log
+            rag.retrieval.search.search_log_create = log
     return times
 
 

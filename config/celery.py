@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
@@ -17,7 +18,7 @@ app.autodiscover_tasks()
 
 @after_setup_logger.connect
 @after_setup_task_logger.connect
-def _json_worker_logs(logger: logging.Logger, **kwargs) -> None:
+def _json_worker_logs(logger: logging.Logger, **kwargs: Any) -> None:
     """With LOG_FORMAT=json the worker's lines are JSON too: Celery sets up its own handlers, this swaps their format."""
     from django.conf import settings
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponseBase
 
@@ -21,7 +21,7 @@ def with_csp(view: Callable[..., _Response]) -> Callable[..., _Response]:
     """Give the template a nonce (`request.csp_nonce`) and allow only what carries it."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> _Response:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> _Response:
         nonce = secrets.token_urlsafe(16)
         request.csp_nonce = nonce  # type: ignore[attr-defined]
         response = view(request, *args, **kwargs)

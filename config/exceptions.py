@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,7 +15,7 @@ from rest_framework.views import exception_handler
 from config.errors import ApplicationError, error_body
 
 
-def first_message(detail) -> str:
+def first_message(detail: Any) -> str:
     """The first error of a DRF `detail` (a string, or lists and dicts of them), prefixed by its field."""
     if isinstance(detail, dict):
         field, value = next(iter(detail.items()))
@@ -24,7 +26,7 @@ def first_message(detail) -> str:
     return str(detail)
 
 
-def api_exception_handler(exc, context):
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response(exc.body(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
@@ -51,6 +53,7 @@ def api_exception_handler(exc, context):
     response = exception_handler(exc, context)
     if response is None:
         return None
+    assert isinstance(exc, exceptions.APIException), "DRF's handler answers only its own exceptions"
 
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         code, message = "unauthorized", first_message(exc.detail)

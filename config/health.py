@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 
 
 def _database() -> str:
@@ -30,7 +30,7 @@ def _broker() -> str:
         return f"error: {exc.__class__.__name__}"
 
 
-def health(request):
+def health(request: HttpRequest) -> JsonResponse:
     database, broker = _database(), _broker()
     healthy = database.startswith("ok") and not broker.startswith("error")
     return JsonResponse(

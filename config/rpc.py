@@ -17,7 +17,8 @@ from django.db.models import QuerySet
 from django.http import QueryDict
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.plumbing import ComponentRegistry
+from drf_spectacular.utils import Direction, extend_schema_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -149,7 +150,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "permissions.authentication.ApiTokenAuthentication"
     name = "bearerAuth"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "An API token: `Authorization: Bearer cairn_...`."}
 
 
@@ -174,16 +175,20 @@ class RpcSchema(AutoSchema):
         assert isinstance(view, RpcApi), "RpcSchema is the schema of RpcApi views only"
         return view.Input
 
-    def get_serializer_name(self, serializer, direction) -> str:
+    def get_serializer_name(self, serializer: serializers.Serializer, direction: Direction) -> str:
         # Nested inputs are named after their view (DocumentCreateApi.Input -> DocumentCreateInput), not all "Input".
         return "".join(part.removesuffix("Api") for part in type(serializer).__qualname__.split("."))
 
-    def get_operation(self, path, path_regex, path_prefix, method, registry):
+    def get_operation(
+        self, path: str, path_regex: str, path_prefix: str, method: str, registry: ComponentRegistry
+    ) -> dict[str, Any] | None:
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is not None:
+            view = self.view
+            assert isinstance(view, RpcApi), "RpcSchema is the schema of RpcApi views only"
             error = {"application/json": {"schema": self.resolve_serializer(ErrorOutput, "response").ref}}
             # Every endpoint may also answer these (config.middleware, config.exceptions), always with `Error`.
-            for status in (*self.view.error_statuses, *ANY_ENDPOINT_ERRORS):
+            for status in (*view.error_statuses, *ANY_ENDPOINT_ERRORS):
                 operation["responses"].setdefault(str(status), {"description": HTTPStatus(status).phrase, "content": error})
         return operation
 

@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a stopping child may take before it is killed (a worker finishing its task, gunicorn its requests).
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     supervisor = Supervisor(run_dir=run_dir)
     _write_pid(run_dir / "serve.pid", os.getpid())
 
-    def on_signal(signum, frame) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         supervisor.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)

@@ -1,5 +1,11 @@
+from __future__ import annotations
+
+from typing import Any
+
 from django.contrib import admin
 from django.db import connection
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from documents.models import (
     Collection,
@@ -39,7 +45,7 @@ class TagFilter(admin.SimpleListFilter):
     parameter_name = "tag"
     shown = 30
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT t.tag FROM documents_document d, unnest(d.tags) AS t(tag) WHERE d.deleted_at IS NULL "
@@ -48,7 +54,7 @@ class TagFilter(admin.SimpleListFilter):
             )
             return [(tag, tag) for (tag,) in cursor.fetchall()]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> QuerySet[Document]:
         return queryset.filter(tags__contains=[self.value()]) if self.value() else queryset
 
 
@@ -68,7 +74,7 @@ class ImportFileInline(admin.TabularInline):
     fields = ["path", "outcome", "format", "size", "error", "document"]
     readonly_fields = ["path", "outcome", "format", "size", "error", "document"]
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: ImportJob | None = None) -> bool:
         return False
 
 
@@ -104,7 +110,7 @@ class ImportJobAdmin(admin.ModelAdmin):
     ]
     inlines = [ImportFileInline]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs start from documents.import, the /import page or import_path
 
 
@@ -115,5 +121,5 @@ class SourceAdmin(admin.ModelAdmin):
     search_fields = ["path", "sha256"]
     readonly_fields = [f.name for f in Source._meta.fields]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+import uuid
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -19,6 +20,7 @@ from documents.ingestion.jobs import import_job_create, import_job_refresh
 from documents.models import Collection, Document, ImportJob, ImportStage
 from documents.tags import MAX_FILTER_TAGS, MAX_TAG_LENGTH, MAX_TAGS_PER_DOCUMENT, normalise_tags
 from documents.tasks import enqueue_import
+from permissions.http import AuthenticatedRequest
 from permissions.models import Access, Role, User
 from permissions.policy import (
     can_manage_collections,
@@ -30,12 +32,12 @@ from permissions.policy import (
 class TagsField(serializers.ListField):
     """A list of tags, normalised as documents.tags does (trimmed, lower-cased, each once, sorted), at most `limit`."""
 
-    def __init__(self, *, limit: int = MAX_TAGS_PER_DOCUMENT, **kwargs):
+    def __init__(self, *, limit: int = MAX_TAGS_PER_DOCUMENT, **kwargs: Any) -> None:
         self.limit = limit
         kwargs.setdefault("max_length", limit)
         super().__init__(child=serializers.CharField(allow_blank=True, trim_whitespace=False), **kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: list[Any]) -> list[str]:
         try:
             return normalise_tags(super().to_internal_value(data), limit=self.limit)
         except DjangoValidationError as exc:
@@ -87,14 +89,14 @@ class RoleMemberInput(MemberInput):
     role = serializers.ChoiceField(choices=Role.choices, default=Role.READ)
 
 
-def _writable_document(user: User, document_id) -> Document:
+def _writable_document(user: User, document_id: uuid.UUID) -> Document:
     document = selectors.document_get(user=user, document_id=document_id)
     if not can_write_document(user, document):
         raise Forbidden("You can read this document but not change it.")
     return document
 
 
-def _writable_collection(user: User, collection_id, *, refusal: str) -> Collection:
+def _writable_collection(user: User, collection_id: uuid.UUID, *, refusal: str) -> Collection:
     collection = selectors.collection_get_to_change(user=user, collection_id=collection_id)
     if not can_write_collection(user, collection):
         raise Forbidden(refusal)
@@ -117,7 +119,7 @@ class DocumentCreateApi(RpcApi):
 
     @extend_schema(responses=envelope(DocumentOutput), parameters=[idempotency.SCHEMA_PARAMETER])
     @idempotency.idempotent
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = _writable_collection(
             request.user, data["collectionId"], refusal="You can read this collection but not add documents to it."
@@ -140,7 +142,7 @@ class DocumentListApi(RpcApi):
         tags = TagsField(required=False, limit=MAX_FILTER_TAGS, help_text=TAGS_FILTER_HELP)
 
     @extend_schema(responses=paginated_envelope(DocumentOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         documents = selectors.document_list(
             user=request.user, collection_id=data.get("collectionId"), archived=data["archived"], tags=data.get("tags", [])
@@ -160,11 +162,10 @@ class DocumentUpdateApi(RpcApi):
         tags = TagsField(required=False, help_text=f"{TAGS_HELP} Replace the document's tags ([] removes them all).")
 
     @extend_schema(responses=envelope(DocumentOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = services.document_update(
             document=_writable_document(request.user, data["id"]),
-            by=request.user,
             title=data.get("title"),
             text=data.get("text"),
             publish=data["publish"],
@@ -176,7 +177,7 @@ class DocumentUpdateApi(RpcApi):
 class DocumentChange(Protocol):
     """A lifecycle service: services.document_delete, document_archive, document_unarchive, document_publish."""
 
-    def __call__(self, *, document: Document, by: User) -> Document: ...
+    def __call__(self, *, document: Document) -> Document: ...
 
 
 class DocumentLifecycleApi(RpcApi):
@@ -184,12 +185,12 @@ class DocumentLifecycleApi(RpcApi):
 
     write_scope = True
     Input = IdInput
-    change: DocumentChange | None = None  # each subclass sets its service
+    change: DocumentChange  # each subclass sets its service
 
     @extend_schema(responses=envelope(DocumentOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
-        document = self.change(document=_writable_document(request.user, data["id"]), by=request.user)
+        document = self.change(document=_writable_document(request.user, data["id"]))
         return respond(DocumentOutput, document)
 
 
@@ -214,7 +215,7 @@ class DocumentAddUserApi(RpcApi):
     Input = RoleMemberInput
 
     @extend_schema(responses=envelope(DocumentOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = _writable_document(request.user, data["id"])
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
@@ -227,7 +228,7 @@ class DocumentRemoveUserApi(RpcApi):
     Input = MemberInput
 
     @extend_schema(responses=envelope(DocumentOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = _writable_document(request.user, data["id"])
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
@@ -248,7 +249,7 @@ class TagListApi(RpcApi):
         collectionId = serializers.UUIDField(required=False)
 
     @extend_schema(responses=paginated_envelope(TagOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         tags, total = selectors.tag_list(
             user=request.user,
@@ -271,7 +272,7 @@ class CollectionCreateApi(RpcApi):
         defaultAccess = serializers.ChoiceField(choices=Access.choices, default=Access.READ_WRITE)
 
     @extend_schema(responses=envelope(CollectionOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         if not can_manage_collections(request.user):
             raise Forbidden("Only team admins can create collections.")
@@ -286,7 +287,7 @@ class CollectionListApi(RpcApi):
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     @extend_schema(responses=paginated_envelope(CollectionOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond_page(
             CollectionOutput, selectors.collection_list(user=request.user), limit=data["limit"], offset=data["offset"]
@@ -301,7 +302,7 @@ class CollectionAddUserApi(RpcApi):
     Input = RoleMemberInput
 
     @extend_schema(responses=envelope(CollectionOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
@@ -314,7 +315,7 @@ class CollectionRemoveUserApi(RpcApi):
     Input = MemberInput
 
     @extend_schema(responses=envelope(CollectionOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
         member = selectors.team_member_get(user=request.user, user_id=data["userId"])
@@ -343,10 +344,11 @@ class DocumentInfoApi(RpcApi):
     Input = IdInput
 
     @extend_schema(responses=envelope(DocumentInfoOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = selectors.document_get(user=request.user, document_id=data["id"])
-        document.source = selectors.source_of(document=document)
+        # ignore: DocumentInfoOutput renders a document carrying its source (rag.mcp.tools sets it the same way).
+        document.source = selectors.source_of(document=document)  # type: ignore[attr-defined]
         return respond(DocumentInfoOutput, document)
 
 
@@ -381,6 +383,7 @@ class ImportJobOutput(ImportJobSummaryOutput):
 
 
 def _job_with_files(user: User, job: ImportJob) -> ImportJob:
+    # ignore: ImportJobOutput renders a job carrying its file outcomes, which are no field of the model.
     job.file_outcomes = selectors.import_job_files(user=user, job=job)  # type: ignore[attr-defined]
     return job
 
@@ -391,7 +394,7 @@ class JobInfoApi(RpcApi):
     Input = IdInput
 
     @extend_schema(responses=envelope(ImportJobOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         job = import_job_refresh(selectors.import_job_get(user=request.user, job_id=data["id"]))
         return respond(ImportJobOutput, _job_with_files(request.user, job))
@@ -404,7 +407,7 @@ class JobListApi(RpcApi):
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     @extend_schema(responses=paginated_envelope(ImportJobSummaryOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         jobs = selectors.import_job_list(user=request.user)
         for job in jobs.filter(stage=ImportStage.INDEXING)[:100]:
@@ -427,7 +430,7 @@ class DocumentImportApi(RpcApi):
         )
 
     @extend_schema(request={"multipart/form-data": Input}, responses=envelope(ImportJobOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         limit = settings.IMPORT_MAX_REQUEST_SIZE
         if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
             raise RequestTooLarge(f"The upload is larger than the {size_text(limit)} limit per request.")

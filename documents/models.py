@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from bisect import bisect_right
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -12,8 +13,14 @@ from django.db.models import Exists, Lookup, OuterRef, Q
 from django.utils import timezone
 
 from documents.tags import MAX_TAG_LENGTH, normalise_tags
-from permissions.models import Access, GroupMembership, Role, Team
+from permissions.models import Access, GroupMembership, Role, Team, User
 from permissions.policy import can_see_team_jobs
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
+    from django.core.files.storage import Storage
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 
 class AnyOf(Lookup):
@@ -25,13 +32,13 @@ class AnyOf(Lookup):
 
     lookup_name = "any_of"
 
-    def as_sql(self, compiler, connection):
+    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> _AsSqlType:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = self.process_rhs(compiler, connection)
         rhs = rhs.strip()
         if not rhs.startswith("("):
             rhs = f"({rhs})"
-        return f"{lhs} = ANY(ARRAY{rhs})", [*lhs_params, *rhs_params]
+        return f"{lhs} = ANY(ARRAY{rhs})", (*lhs_params, *rhs_params)
 
 
 models.UUIDField.register_lookup(AnyOf)
@@ -39,9 +46,9 @@ models.ForeignKey.register_lookup(AnyOf)
 
 
 class CollectionQuerySet(models.QuerySet):
-    def visible_to(self, user) -> CollectionQuerySet:
+    def visible_to(self, user: User | AnonymousUser | None) -> CollectionQuerySet:
         """Collections the user may read: team default access or a membership (direct or group)."""
-        if user is None or not user.is_authenticated or user.team_id is None:
+        if not isinstance(user, User) or user.team_id is None:
             return self.none()
         member = CollectionMembership.objects.filter(collection_id=OuterRef("pk")).filter(
             Q(user_id=user.pk) | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
@@ -93,10 +100,12 @@ class CollectionMembership(models.Model):
 
 
 class DocumentQuerySet(models.QuerySet):
-    def _policy(self, user, include_archived: bool) -> tuple[DocumentQuerySet, models.QuerySet, models.QuerySet] | None:
+    def _policy(
+        self, user: User | AnonymousUser | None, include_archived: bool
+    ) -> tuple[DocumentQuerySet, models.QuerySet, models.QuerySet] | None:
         """The access policy's parts: the documents it considers, the collections the user may read, the
         documents shared with the user. None when the user sees nothing."""
-        if user is None or not user.is_authenticated or user.team_id is None:
+        if not isinstance(user, User) or user.team_id is None:
             return None
         readable_collections = Collection.objects.visible_to(user).values("id")
         shared_with_user = DocumentMembership.objects.filter(user_id=user.pk).values("document_id")
@@ -107,7 +116,7 @@ class DocumentQuerySet(models.QuerySet):
             qs = qs.filter(archived_at__isnull=True)
         return qs, readable_collections, shared_with_user
 
-    def visible_to(self, user, *, include_archived: bool = False) -> DocumentQuerySet:
+    def visible_to(self, user: User | AnonymousUser | None, *, include_archived: bool = False) -> DocumentQuerySet:
         """The one access policy, in SQL (DESIGN.md "Who sees what")."""
         policy = self._policy(user, include_archived)
         if policy is None:
@@ -117,7 +126,7 @@ class DocumentQuerySet(models.QuerySet):
         # CollectionQuerySet.visible_to) or a document membership.
         return qs.filter(Q(collection_id__any_of=readable_collections) | Q(pk__any_of=shared_with_user))
 
-    def visible_to_each_way(self, user) -> tuple[DocumentQuerySet, DocumentQuerySet]:
+    def visible_to_each_way(self, user: User | AnonymousUser | None) -> tuple[DocumentQuerySet, DocumentQuerySet]:
         """`visible_to(user)` as two disjoint querysets, whose union it is: the documents readable through
         their collection, and those only shared with the user.
 
@@ -204,7 +213,7 @@ class DocumentMembership(models.Model):
         constraints = [models.UniqueConstraint(fields=["document", "user"], name="unique_document_user")]
 
 
-def import_storage():
+def import_storage() -> Storage:
     """Where originals and waiting uploads are kept: STORAGES["imports"] (a folder under var/ by default).
 
     Read and write through this function, not `Source.original.storage`: a FileField calls its
@@ -279,9 +288,9 @@ class ImportStage(models.TextChoices):
 
 
 class ImportJobQuerySet(models.QuerySet):
-    def visible_to(self, user) -> ImportJobQuerySet:
+    def visible_to(self, user: User | AnonymousUser | None) -> ImportJobQuerySet:
         """A job is seen by whoever started it and by the admins of its team (permissions.policy)."""
-        if user is None or not user.is_authenticated or user.team_id is None:
+        if not isinstance(user, User) or user.team_id is None:
             return self.none()
         qs = self.filter(team_id=user.team_id)
         return qs if can_see_team_jobs(user) else qs.filter(created_by_id=user.pk)

@@ -54,7 +54,7 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
 
 # PDFs open in the browser's viewer (at the cited page with #page=N); anything else is a download,
 # so an imported HTML file can never run as a page of this site.
-_INLINE_TYPES = {SourceFormat.PDF: "application/pdf"}
+_INLINE_TYPES: dict[str, str] = {SourceFormat.PDF: "application/pdf"}
 
 
 @require_GET
@@ -68,11 +68,12 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
     if source is None:
         raise Http404("This document was not imported from a file.")
     inline = source.format in _INLINE_TYPES
+    assert source.original.name, "every source is saved with its original (documents.ingestion.jobs)"
     response = FileResponse(
         import_storage().open(source.original.name, "rb"),
         as_attachment=not inline,
         filename=source.filename,
-        content_type=_INLINE_TYPES.get(source.format, "application/octet-stream"),  # type: ignore[call-overload]
+        content_type=_INLINE_TYPES.get(source.format, "application/octet-stream"),
     )
     response["X-Content-Type-Options"] = "nosniff"
     if not inline:

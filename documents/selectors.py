@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from config.errors import NotFound
-from documents.models import Collection, Document, DocumentQuerySet, ImportFile, ImportJob, Source
+from documents.models import Collection, CollectionQuerySet, Document, DocumentQuerySet, ImportFile, ImportJob, Source
 from permissions.models import User
 from permissions.policy import can_manage_collections, can_write_collection
 
@@ -102,7 +102,7 @@ def collection_get_to_change(*, user: User, collection_id: uuid.UUID) -> Collect
     return collection
 
 
-def collection_list(*, user: User):
+def collection_list(*, user: User) -> CollectionQuerySet:
     return Collection.objects.visible_to(user).order_by("name", "id")
 
 
@@ -168,5 +168,6 @@ def import_job_files(*, user: User, job: ImportJob) -> list[ImportFile]:
     for f in files:
         if f.document_id not in readable:
             f.document_id = None
+        # ignore: ImportFileOutput renders the document's title beside the outcome; no field of the model.
         f.title = titles.get(f.document_id, "") if f.document_id else ""  # type: ignore[attr-defined]
     return files

@@ -76,7 +76,6 @@ def document_create(
 def document_update(
     *,
     document: Document,
-    by: User | None,
     title: str | None = None,
     text: str | None = None,
     publish: bool = False,
@@ -110,12 +109,12 @@ def document_update(
     return document
 
 
-def document_publish(*, document: Document, by: User) -> Document:
-    return document_update(document=document, by=by, publish=True)
+def document_publish(*, document: Document) -> Document:
+    return document_update(document=document, publish=True)
 
 
 @transaction.atomic
-def document_archive(*, document: Document, by: User | None) -> Document:
+def document_archive(*, document: Document) -> Document:
     # Archived chunks stay in the index (archived documents may be asked for); search filters them.
     if document.archived_at is None:
         document.archived_at = timezone.now()
@@ -124,7 +123,7 @@ def document_archive(*, document: Document, by: User | None) -> Document:
 
 
 @transaction.atomic
-def document_unarchive(*, document: Document, by: User | None) -> Document:
+def document_unarchive(*, document: Document) -> Document:
     if document.archived_at is not None:
         document.archived_at = None
         document.save(update_fields=["archived_at"])
@@ -132,7 +131,7 @@ def document_unarchive(*, document: Document, by: User | None) -> Document:
 
 
 @transaction.atomic
-def document_delete(*, document: Document, by: User) -> Document:
+def document_delete(*, document: Document) -> Document:
     if document.deleted_at is None:
         document.deleted_at = timezone.now()
         document.save(update_fields=["deleted_at"])

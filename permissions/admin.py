@@ -1,7 +1,11 @@
-from typing import cast
+from __future__ import annotations
+
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 
 from permissions.models import ApiToken, Group, GroupMembership, Team, User
@@ -48,10 +52,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user"]
     actions = ["revoke"]
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         return [*self.readonly_fields, "user"] if obj else self.readonly_fields
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
@@ -61,6 +65,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
         messages.warning(request, f"New API token (copy it now, it will not be shown again): {issued.plaintext}")
 
     @admin.action(description="Revoke selected tokens")
-    def revoke(self, request, queryset):
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).")

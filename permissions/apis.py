@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.response import Response
 
 from config.errors import NotFound
 from config.rpc import RpcApi, envelope, respond
+from permissions.http import AuthenticatedRequest
 from permissions.models import TokenScope
 from permissions.services import api_token_create, api_token_revoke
 
@@ -40,7 +44,7 @@ class IssuedApiTokenOutput(ApiTokenOutput):
 class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 date and time that must say its time zone: DRF would read a naive one in the server's."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: datetime | str) -> datetime:
         try:
             parsed = parse_datetime(value.strip()) if isinstance(value, str) else None
         except ValueError:  # well formed but impossible (month 13): DRF's own parsing says so below
@@ -60,7 +64,7 @@ class ApiTokenCreateApi(RpcApi):
         expiresAt = AwareDateTimeField(required=False, allow_null=True)
 
     @extend_schema(responses=envelope(IssuedApiTokenOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         issued = api_token_create(user=request.user, scope=data["scope"], name=data["name"], expires_at=data.get("expiresAt"))
         return respond(IssuedApiTokenOutput, issued)
@@ -70,7 +74,7 @@ class ApiTokenListApi(RpcApi):
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     @extend_schema(responses=envelope(ApiTokenOutput, many=True))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         self.validated(request)
         return respond(ApiTokenOutput, request.user.api_tokens.order_by("-created_at"), many=True)
 
@@ -82,7 +86,7 @@ class ApiTokenRevokeApi(RpcApi):
         id = serializers.UUIDField()
 
     @extend_schema(responses=envelope(ApiTokenOutput))
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         token = request.user.api_tokens.filter(pk=data["id"]).first()
         if token is None:

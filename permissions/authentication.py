@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import connection
 from django.db.models import Model
@@ -12,6 +13,10 @@ from rest_framework import authentication, exceptions, permissions
 
 from permissions.models import ApiToken, Team, User
 from permissions.tokens import digests_match, token_prefix
+
+if TYPE_CHECKING:  # DRF's views load this module (DEFAULT_AUTHENTICATION_CLASSES): importing them here would be circular
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 # last_used_at is informational; writing it on every request would put a row update on
 # every search, so it is refreshed at most once a minute.
@@ -63,7 +68,7 @@ def token_with_user(prefix: str) -> ApiToken | None:
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, ApiToken] | None:
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
@@ -88,7 +93,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
 
 
@@ -100,7 +105,7 @@ class HasTokenScope(permissions.BasePermission):
 
     message = "This endpoint needs an API token with the write scope."
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             raise exceptions.NotAuthenticated("Authentication credentials were not provided.")
         if getattr(view, "write_scope", False) and isinstance(request.auth, ApiToken):

@@ -18,9 +18,9 @@ class AuthenticatedHttpRequest(HttpRequest):
 
 
 class AuthenticatedRequest(Request):
-    """What an API handler receives once authentication passed (RpcApi's default): `user` is a User.
+    """What an API view behind `HasTokenScope` (every RpcApi) receives: `user` is a signed-in User.
 
-    For annotations only; DRF builds the requests.
+    For annotations only, as `AuthenticatedHttpRequest`; DRF builds the requests.
     """
 
     user: User

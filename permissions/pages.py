@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
@@ -26,7 +27,7 @@ class ThrottledLoginView(auth_views.LoginView):
     template_name = "permissions/login.html"
     redirect_authenticated_user = True
 
-    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         keys = _failure_keys(request)
         if any((cache.get(key) or 0) >= limit for key, limit in keys):
             minutes = math.ceil(settings.LOGIN_LOCKOUT_SECONDS / 60)

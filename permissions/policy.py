@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from permissions.models import Access, Role
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
     from permissions.models import User
+
+
+# What the policy reads of a documents.Collection and a documents.Document: permissions may not import documents.
+class Memberships(Protocol):
+    def filter(self, *args: Any, **kwargs: Any) -> QuerySet[Any]: ...
+
+
+class CollectionLike(Protocol):
+    @property
+    def team_id(self) -> uuid.UUID: ...
+    @property
+    def default_access(self) -> str: ...
+    @property
+    def memberships(self) -> Memberships: ...
+
+
+class DocumentLike(Protocol):
+    @property
+    def created_by_id(self) -> uuid.UUID | None: ...
+    @property
+    def published_at(self) -> datetime | None: ...
+    @property
+    def collection(self) -> CollectionLike: ...
+    @property
+    def memberships(self) -> Memberships: ...
 
 
 def can_manage_collections(user: User) -> bool:
@@ -19,7 +48,7 @@ def can_see_team_jobs(user: User) -> bool:
     return user.team_id is not None and user.is_team_admin
 
 
-def can_write_collection(user: User, collection) -> bool:
+def can_write_collection(user: User, collection: CollectionLike) -> bool:
     """Team admins, a read-write team default, or a read-write membership (direct or via a group)."""
     if user.team_id != collection.team_id:
         return False
@@ -31,7 +60,7 @@ def can_write_collection(user: User, collection) -> bool:
     )
 
 
-def can_write_document(user: User, document) -> bool:
+def can_write_document(user: User, document: DocumentLike) -> bool:
     """Callers pass a document already known to be visible to `user`."""
     if document.created_by_id == user.pk and document.published_at is None:
         return True

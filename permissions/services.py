@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.errors import ValidationFailed
-from permissions.models import ApiToken, Group, GroupMembership, Team, TokenScope, User
+from permissions.models import ApiToken, Team, TokenScope, User
 from permissions.tokens import new_token, token_digest
 
 
@@ -88,9 +88,3 @@ def user_create(
     user.full_clean()
     user.save()
     return user
-
-
-@transaction.atomic
-def group_add_member(*, group: Group, user: User) -> GroupMembership:
-    membership, _ = GroupMembership.objects.get_or_create(group=group, user=user)
-    return membership

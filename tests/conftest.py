@@ -3,11 +3,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from documents.models import Collection
@@ -19,6 +21,9 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+
+if TYPE_CHECKING:
+    from rest_framework.response import _MonkeyPatchedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +92,7 @@ class Cast:
 
 
 @pytest.fixture
-def cast(db) -> Cast:
+def cast(db: None) -> Cast:
     acme, other = TeamFactory(name="Acme"), TeamFactory(name="Other")
     alice = UserFactory.create(team=acme, username="alice", is_team_admin=True)
     bob = UserFactory.create(team=acme, username="bob")
@@ -107,12 +112,18 @@ class Api:
         if token:
             self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
 
-    def post(self, endpoint: str, body=None, **kwargs):
+    def post(self, endpoint: str, body: Any = None, **kwargs: Any) -> _MonkeyPatchedResponse:
         return self.client.post(f"/api/{endpoint}", body if body is not None else {}, format="json", **kwargs)
 
 
+class ApiFor(Protocol):
+    """The `api_for` fixture: an Api holding a new token of `user` (no token for None)."""
+
+    def __call__(self, user: User | None, scope: str = ...) -> Api: ...
+
+
 @pytest.fixture
-def api_for():
+def api_for() -> ApiFor:
     def make(user: User | None, scope: str = TokenScope.WRITE) -> Api:
         return Api(api_token_create(user=user, scope=scope).plaintext if user else None)
 
@@ -135,9 +146,12 @@ def fake_providers(settings):
     reset_provider_cache()
 
 
+SignIn = Callable[[User], Client]
+
+
 @pytest.fixture
-def signed_in(client):
-    def sign_in(user):
+def signed_in(client: Client) -> SignIn:
+    def sign_in(user: User) -> Client:
         user.save(update_fields=["password"])  # the factory sets the password without saving it
         client.force_login(user)
         return client

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -16,7 +18,7 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 
-def _env_value(name: str, cast, default):
+def _env_value(name: str, cast: Callable[..., Any], default: object) -> Any:
     """Read one variable; a bad value stops start-up with a message naming it."""
     try:
         return cast(name, default=default)

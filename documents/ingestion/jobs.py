@@ -32,7 +32,7 @@ from documents import services
 from documents.ingestion.archives import expand
 from documents.ingestion.detect import ARCHIVE, detect
 from documents.ingestion.errors import FileRejected, size_text
-from documents.ingestion.parsers import parse
+from documents.ingestion.parsers import Parsed, parse
 from documents.models import (
     Collection,
     Document,
@@ -310,7 +310,9 @@ def _import_one(job: ImportJob, incoming: IncomingFile, known: dict[str, Known],
 
 
 @transaction.atomic
-def _write(job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed, previous: Known | None):
+def _write(
+    job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed: Parsed, previous: Known | None
+) -> tuple[Document, ImportOutcome]:
     by = job.created_by
     document = None
     if previous is not None:
@@ -329,10 +331,9 @@ def _write(job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed
         outcome = ImportOutcome.CREATED
     else:
         if document.archived_at is not None:
-            document = services.document_unarchive(document=document, by=by)
+            document = services.document_unarchive(document=document)
         document = services.document_update(
             document=document,
-            by=by,
             title=parsed.title,
             text=parsed.text,
             publish=job.publish,
@@ -359,7 +360,7 @@ def _write(job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed
     return document, outcome
 
 
-def _store_original(team_id, sha256: str, data: bytes) -> str:
+def _store_original(team_id: uuid.UUID, sha256: str, data: bytes) -> str:
     """The storage name of these bytes, saved once per team (content-addressed)."""
     storage = import_storage()
     name = f"originals/{team_id}/{sha256[:2]}/{sha256}"
@@ -373,7 +374,7 @@ def _store_original(team_id, sha256: str, data: bytes) -> str:
 def _unarchive(document_id: uuid.UUID, by: User | None) -> None:
     document = Document.objects.select_related("collection").filter(pk=document_id).first()
     if document is not None and (by is None or can_write_document(by, document)):
-        services.document_unarchive(document=document, by=by)
+        services.document_unarchive(document=document)
 
 
 def _prune(job: ImportJob, known: dict[str, Known], seen: set[str], *, glob: str | None, dry_run: bool) -> Iterator[ImportFile]:
@@ -385,7 +386,7 @@ def _prune(job: ImportJob, known: dict[str, Known], seen: set[str], *, glob: str
         if document is None:
             continue
         if not dry_run:
-            services.document_archive(document=document, by=job.created_by)
+            services.document_archive(document=document)
         yield ImportFile(job=job, path=path[:1024], outcome=ImportOutcome.ARCHIVED, document=document)
 
 

@@ -12,12 +12,18 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 
 from documents.ingestion.detect import Detected
 from documents.ingestion.errors import FileRejected
 from documents.tags import normalise_tags, split_tags
+
+if TYPE_CHECKING:  # python-docx is imported when a DOCX is parsed, not with this module
+    from docx.document import Document as DocxDocument
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 # pypdf reports every oddity of a slightly damaged file on its logger; the job keeps the outcome.
 logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -198,7 +204,7 @@ def parse_docx(name: str, data: bytes, detected: Detected) -> Parsed:
 _HEADING_STYLE = re.compile(r"^Heading (\d)$")
 
 
-def _docx_blocks(document) -> Iterator[str]:
+def _docx_blocks(document: DocxDocument) -> Iterator[str]:
     """Paragraphs and tables in document order, as markdown blocks (consecutive code lines fenced together)."""
     from docx.enum.style import WD_STYLE_TYPE
     from docx.table import Table
@@ -225,7 +231,7 @@ def _docx_blocks(document) -> Iterator[str]:
         yield "```\n" + "\n".join(code) + "\n```"
 
 
-def _is_code(paragraph, style: str) -> bool:
+def _is_code(paragraph: Paragraph, style: str) -> bool:
     if "code" in style.lower() or style in {"HTML Preformatted", "Plain Text", "Macro Text"}:
         return True
     runs = [r for r in paragraph.runs if r.text.strip()]
@@ -235,7 +241,7 @@ def _is_code(paragraph, style: str) -> bool:
 _MONOSPACE = {"courier new", "courier", "consolas", "menlo", "monaco", "source code pro", "dejavu sans mono", "liberation mono"}
 
 
-def _docx_paragraph(paragraph, style: str) -> str:
+def _docx_paragraph(paragraph: Paragraph, style: str) -> str:
     text = paragraph.text.strip()
     if not text:
         return ""
@@ -251,7 +257,7 @@ def _docx_paragraph(paragraph, style: str) -> str:
     return text
 
 
-def _docx_table(table) -> str:
+def _docx_table(table: Table) -> str:
     rows = [[_cell(cell.text) for cell in row.cells] for row in table.rows]
     if not rows:
         return ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.utils import timezone
 
@@ -10,6 +12,7 @@ from documents.models import (
 )
 from permissions.models import User
 from tests.access_matrix import build_random_matrix, oracle_sees
+from tests.conftest import Cast
 from tests.factories import (
     CollectionMembershipFactory,
     DocumentFactory,
@@ -19,78 +22,78 @@ from tests.factories import (
 )
 
 
-def visible_ids(user, **kwargs) -> set:
-    return set(Document.objects.visible_to(user, **kwargs).values_list("id", flat=True))
+def visible_ids(user: User, *, include_archived: bool = False) -> set[uuid.UUID]:
+    return set(Document.objects.visible_to(user, include_archived=include_archived).values_list("id", flat=True))
 
 
-def test_published_documents_in_a_team_readable_collection_are_visible_to_the_team(cast):
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice)
+def test_published_documents_in_a_team_readable_collection_are_visible_to_the_team(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice)
     assert doc.id in visible_ids(cast.alice)
     assert doc.id in visible_ids(cast.bob)
     assert doc.id not in visible_ids(cast.charlie)
 
 
-def test_drafts_are_visible_only_to_their_creator(cast):
-    draft = DocumentFactory(collection=cast.handbook, created_by=cast.alice, published_at=None)
+def test_drafts_are_visible_only_to_their_creator(cast: Cast) -> None:
+    draft = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, published_at=None)
     assert draft.id in visible_ids(cast.alice)
     assert draft.id not in visible_ids(cast.bob)
 
 
-def test_archived_documents_are_hidden_unless_asked_for(cast):
-    doc = DocumentFactory(collection=cast.handbook, archived_at=timezone.now())
+def test_archived_documents_are_hidden_unless_asked_for(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, archived_at=timezone.now())
     assert doc.id not in visible_ids(cast.bob)
     assert doc.id in visible_ids(cast.bob, include_archived=True)
 
 
-def test_deleted_documents_are_never_visible(cast):
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, deleted_at=timezone.now())
+def test_deleted_documents_are_never_visible(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, deleted_at=timezone.now())
     assert doc.id not in visible_ids(cast.alice, include_archived=True)
 
 
-def test_private_collections_are_visible_only_to_members(cast):
-    doc = DocumentFactory(collection=cast.private)
+def test_private_collections_are_visible_only_to_members(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.private)
     assert doc.id in visible_ids(cast.alice)
     assert doc.id not in visible_ids(cast.bob)
 
 
-def test_group_membership_grants_collection_access(cast):
-    doc = DocumentFactory(collection=cast.private)
-    group = GroupFactory(team=cast.bob.team)
-    CollectionMembershipFactory(collection=cast.private, group=group)
+def test_group_membership_grants_collection_access(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.private)
+    group = GroupFactory.create(team=cast.bob.team)
+    CollectionMembershipFactory.create(collection=cast.private, group=group)
     assert doc.id not in visible_ids(cast.bob)
-    GroupMembershipFactory(group=group, user=cast.bob)
+    GroupMembershipFactory.create(group=group, user=cast.bob)
     assert doc.id in visible_ids(cast.bob)
 
 
-def test_document_membership_grants_one_document(cast):
-    shared, other = DocumentFactory(collection=cast.private), DocumentFactory(collection=cast.private)
-    DocumentMembershipFactory(document=shared, user=cast.bob)
+def test_document_membership_grants_one_document(cast: Cast) -> None:
+    shared, other = DocumentFactory.create(collection=cast.private), DocumentFactory.create(collection=cast.private)
+    DocumentMembershipFactory.create(document=shared, user=cast.bob)
     assert visible_ids(cast.bob) & {shared.id, other.id} == {shared.id}
 
 
-def test_other_teams_never_see_documents_even_with_a_membership(cast):
-    doc = DocumentFactory(collection=cast.handbook)
-    DocumentMembershipFactory(document=doc, user=cast.charlie)
+def test_other_teams_never_see_documents_even_with_a_membership(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook)
+    DocumentMembershipFactory.create(document=doc, user=cast.charlie)
     assert doc.id not in visible_ids(cast.charlie)
 
 
-def test_a_user_without_a_team_sees_nothing(cast):
-    DocumentFactory(collection=cast.handbook)
+def test_a_user_without_a_team_sees_nothing(cast: Cast) -> None:
+    DocumentFactory.create(collection=cast.handbook)
     loner = User.objects.create(username="operator")
     assert visible_ids(loner) == set()
 
 
-def test_visible_to_returns_each_document_once_whatever_the_number_of_grants(cast):
-    doc = DocumentFactory(collection=cast.private)
-    group = GroupFactory(team=cast.alice.team)
-    GroupMembershipFactory(group=group, user=cast.alice)
-    CollectionMembershipFactory(collection=cast.private, group=group)
-    DocumentMembershipFactory(document=doc, user=cast.alice)
+def test_visible_to_returns_each_document_once_whatever_the_number_of_grants(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.private)
+    group = GroupFactory.create(team=cast.alice.team)
+    GroupMembershipFactory.create(group=group, user=cast.alice)
+    CollectionMembershipFactory.create(collection=cast.private, group=group)
+    DocumentMembershipFactory.create(document=doc, user=cast.alice)
     assert Document.objects.visible_to(cast.alice).filter(id=doc.id).count() == 1
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_visible_to_matches_an_independent_oracle_on_a_random_permission_matrix(db, seed):
+def test_visible_to_matches_an_independent_oracle_on_a_random_permission_matrix(db: None, seed: int) -> None:
     users, docs, collections, group_members, coll_users, coll_groups, doc_users = build_random_matrix(seed)
     checked_visible = 0
     for include_archived in (False, True):
@@ -106,23 +109,23 @@ def test_visible_to_matches_an_independent_oracle_on_a_random_permission_matrix(
     assert 0 < checked_visible < len(users) * len(docs) * 2
 
 
-def each_way_ids(user) -> tuple[list, list]:
+def each_way_ids(user: User) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
     through_collection, only_shared = Document.objects.visible_to_each_way(user)
     return sorted(through_collection.values_list("id", flat=True)), sorted(only_shared.values_list("id", flat=True))
 
 
-def test_each_way_a_document_visible_both_ways_comes_once_through_its_collection(cast):
-    doc = DocumentFactory(collection=cast.private)
-    DocumentMembershipFactory(document=doc, user=cast.alice)
-    shared_with_bob = DocumentFactory(collection=cast.private)
-    DocumentMembershipFactory(document=shared_with_bob, user=cast.bob)
+def test_each_way_a_document_visible_both_ways_comes_once_through_its_collection(cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.private)
+    DocumentMembershipFactory.create(document=doc, user=cast.alice)
+    shared_with_bob = DocumentFactory.create(collection=cast.private)
+    DocumentMembershipFactory.create(document=shared_with_bob, user=cast.bob)
     assert each_way_ids(cast.alice) == (sorted([doc.pk, shared_with_bob.pk]), [])
     assert each_way_ids(cast.bob) == ([], [shared_with_bob.pk])
     assert each_way_ids(cast.charlie) == ([], [])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_two_ways_are_disjoint_and_their_union_is_visible_to(db, seed):
+def test_the_two_ways_are_disjoint_and_their_union_is_visible_to(db: None, seed: int) -> None:
     """Search reads the visible set as the UNION ALL of the two ways: no document twice, none missing."""
     users, docs, collections, group_members, coll_users, coll_groups, doc_users = build_random_matrix(seed)
     shared_only_seen = 0

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import pytest
 
+from documents.models import Document
+from tests.conftest import Cast, SignIn
 from tests.factories import CollectionFactory, DocumentFactory
 
 OWLS = "# Owls\n\nOwls hunt mice at night in the forest. Their soft feathers make their flight silent.\n\nBarn owls nest in old barns."
 
 
 @pytest.fixture
-def corpus(cast):
+def corpus(cast: Cast) -> dict[str, Document]:
     return {
-        "owls": DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS),
-        "secret": DocumentFactory(
+        "owls": DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS),
+        "secret": DocumentFactory.create(
             collection=cast.private, created_by=cast.alice, title="Secret owls", text="The barn code is 4711."
         ),
-        "other_team": DocumentFactory(
-            collection=CollectionFactory(team=cast.charlie.team), created_by=cast.charlie, title="Their owls", text="Owls."
+        "other_team": DocumentFactory.create(
+            collection=CollectionFactory.create(team=cast.charlie.team), created_by=cast.charlie, title="Their owls", text="Owls."
         ),
     }
 
 
-def test_the_document_page_highlights_the_cited_passage(signed_in, cast, corpus):
+def test_the_document_page_highlights_the_cited_passage(signed_in: SignIn, cast: Cast, corpus: dict[str, Document]) -> None:
     doc = corpus["owls"]
     start = OWLS.index("Owls hunt")
     end = OWLS.index("forest.") + len("forest.")
@@ -33,11 +35,11 @@ def test_the_document_page_highlights_the_cited_passage(signed_in, cast, corpus)
     )
 
 
-def test_a_passage_spanning_blocks_is_marked_in_each_and_its_blocks_keep_their_markup(signed_in, cast):
+def test_a_passage_spanning_blocks_is_marked_in_each_and_its_blocks_keep_their_markup(signed_in: SignIn, cast: Cast) -> None:
     text = (
         "# Deploying\n\nIntro.\n\n## Steps\n\n1. Merge after **two** approvals.\n2. Promote the image.\n\n## Rollback\n\nRun it."
     )
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Deploying", text=text)
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Deploying", text=text)
     start, end = text.index("## Steps"), text.index("## Rollback")  # a chunk's offsets: from one heading to the next
     html = signed_in(cast.bob).get(f"/doc/{doc.pk}?v={doc.version}&start={start}&end={end}").content.decode()
     assert '<h2><mark id="passage" class="passage">Steps</mark></h2>' in html
@@ -46,13 +48,13 @@ def test_a_passage_spanning_blocks_is_marked_in_each_and_its_blocks_keep_their_m
     assert html.count('id="passage"') == 1 and "<p>Intro.</p>" in html and "<p>Run it.</p>" in html
 
 
-def test_the_document_page_renders_markdown_headings_lists_code_and_safe_links(signed_in, cast):
+def test_the_document_page_renders_markdown_headings_lists_code_and_safe_links(signed_in: SignIn, cast: Cast) -> None:
     text = (
         "# Title\n\n## Section\n\n- one\n- *two*\n\n```bash\n./deploy <now>\n```\n\n"
         "[docs](https://example.test/docs) [mail](mailto:a@b.test) [bad](javascript:alert(1)) "
         "[data](data:text/html,x) [local](/doc/x)"
     )
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Md", text=text)
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Md", text=text)
     html = signed_in(cast.bob).get(f"/doc/{doc.pk}").content.decode()
     body = html.split('<div class="doc-text">')[1]
     assert "<h1>Title</h1>" in body and "<h2>Section</h2>" in body
@@ -68,17 +70,19 @@ def test_the_document_page_renders_markdown_headings_lists_code_and_safe_links(s
 @pytest.mark.parametrize(
     "query", ["v=1&start=50&end=10", "start=0&end=99999", "start=-1&end=5", "start=a&end=b", "start=" + "9" * 40 + "&end=1"]
 )
-def test_bad_offsets_show_the_document_without_a_highlight(signed_in, cast, corpus, query):
+def test_bad_offsets_show_the_document_without_a_highlight(
+    signed_in: SignIn, cast: Cast, corpus: dict[str, Document], query: str
+) -> None:
     response = signed_in(cast.bob).get(f"/doc/{corpus['owls'].pk}?{query}")
     assert response.status_code == 200 and b"<mark" not in response.content and b"Barn owls nest" in response.content
 
 
-def test_offsets_of_another_version_are_not_highlighted(signed_in, cast, corpus):
+def test_offsets_of_another_version_are_not_highlighted(signed_in: SignIn, cast: Cast, corpus: dict[str, Document]) -> None:
     response = signed_in(cast.bob).get(f"/doc/{corpus['owls'].pk}?v=99&start=0&end=5")
     assert b"<mark" not in response.content and b"has changed since version 99" in response.content
 
 
-def test_an_invisible_or_missing_document_is_404(signed_in, cast, corpus):
+def test_an_invisible_or_missing_document_is_404(signed_in: SignIn, cast: Cast, corpus: dict[str, Document]) -> None:
     bob = signed_in(cast.bob)
     assert bob.get(f"/doc/{corpus['secret'].pk}").status_code == 404
     assert bob.get(f"/doc/{corpus['other_team'].pk}").status_code == 404
@@ -87,8 +91,8 @@ def test_an_invisible_or_missing_document_is_404(signed_in, cast, corpus):
     assert signed_in(cast.alice).get(f"/doc/{corpus['secret'].pk}").status_code == 200
 
 
-def test_raw_html_in_a_document_is_shown_as_text_and_its_images_never_load(signed_in, cast):
-    hostile = DocumentFactory(
+def test_raw_html_in_a_document_is_shown_as_text_and_its_images_never_load(signed_in: SignIn, cast: Cast) -> None:
+    hostile = DocumentFactory.create(
         collection=cast.handbook,
         created_by=cast.alice,
         title="<img src=x onerror=alert(1)>",

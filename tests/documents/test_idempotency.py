@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from django.db import connection
+from pytest_django import Settings
 
-from documents.models import Document
+from documents.models import Collection, Document
+from tests.conftest import Api, ApiFor, Cast
+
+if TYPE_CHECKING:
+    from rest_framework.response import _MonkeyPatchedResponse
 
 
-def create(api, cast, key: str | None, title: str = "Release notes", text: str = "# 1.2\n\nFaster."):
+def create(
+    api: Api, cast: Cast, key: str | None, title: str = "Release notes", text: str = "# 1.2\n\nFaster."
+) -> _MonkeyPatchedResponse:
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
     return api.post("documents.create", {"title": title, "text": text, "collectionId": str(cast.handbook.id)}, **headers)
 
 
-def test_a_retry_with_the_same_key_returns_the_first_document_and_creates_no_other(cast, api_for):
+def test_a_retry_with_the_same_key_returns_the_first_document_and_creates_no_other(cast: Cast, api_for: ApiFor) -> None:
     alice, key = api_for(cast.alice), str(uuid.uuid4())
     first = create(alice, cast, key)
     retry = create(alice, cast, key)
@@ -25,14 +33,14 @@ def test_a_retry_with_the_same_key_returns_the_first_document_and_creates_no_oth
     assert Document.objects.filter(title="Release notes").count() == 1
 
 
-def test_without_a_key_each_request_creates_a_document(cast, api_for):
+def test_without_a_key_each_request_creates_a_document(cast: Cast, api_for: ApiFor) -> None:
     alice = api_for(cast.alice)
     create(alice, cast, None)
     create(alice, cast, None)
     assert Document.objects.filter(title="Release notes").count() == 2
 
 
-def test_the_same_key_with_another_body_is_refused_as_reused(cast, api_for):
+def test_the_same_key_with_another_body_is_refused_as_reused(cast: Cast, api_for: ApiFor) -> None:
     alice, key = api_for(cast.alice), "retry-0001"
     create(alice, cast, key)
     response = create(alice, cast, key, title="Something else")
@@ -40,7 +48,7 @@ def test_the_same_key_with_another_body_is_refused_as_reused(cast, api_for):
     assert not Document.objects.filter(title="Something else").exists()
 
 
-def test_keys_belong_to_their_user(cast, api_for, collection_writable_by_bob):
+def test_keys_belong_to_their_user(cast: Cast, api_for: ApiFor, collection_writable_by_bob: Collection) -> None:
     key = "shared-key-1"
     create(api_for(cast.alice), cast, key)
     response = api_for(cast.bob).post(
@@ -52,7 +60,7 @@ def test_keys_belong_to_their_user(cast, api_for, collection_writable_by_bob):
     assert Document.objects.filter(title="Release notes").count() == 2
 
 
-def test_a_create_that_failed_does_not_use_its_key_up(cast, api_for):
+def test_a_create_that_failed_does_not_use_its_key_up(cast: Cast, api_for: ApiFor) -> None:
     bob, alice, key = api_for(cast.bob), api_for(cast.alice), "key-after-failure"
     refused = create(bob, cast, key)  # bob may only read the handbook
     assert refused.status_code == 403
@@ -61,14 +69,14 @@ def test_a_create_that_failed_does_not_use_its_key_up(cast, api_for):
 
 
 @pytest.mark.parametrize("key", ["", "has space", "x" * 256, "é-accent"])
-def test_a_malformed_key_is_refused(cast, api_for, key):
+def test_a_malformed_key_is_refused(cast: Cast, api_for: ApiFor, key: str) -> None:
     response = create(api_for(cast.alice), cast, key)
     assert response.status_code == 400 and response.json()["error"] == "validation_error"
     assert not Document.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_requests_with_one_key_create_one_document(cast, api_for):
+def test_concurrent_requests_with_one_key_create_one_document(cast: Cast, api_for: ApiFor) -> None:
     alice, key = api_for(cast.alice), str(uuid.uuid4())
     responses = []
 
@@ -79,14 +87,16 @@ def test_concurrent_requests_with_one_key_create_one_document(cast, api_for):
             connection.close()
 
     threads = [threading.Thread(target=send) for _ in range(6)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     assert [r.status_code for r in responses] == [200] * 6
     assert len({r.json()["data"]["id"] for r in responses}) == 1
     assert Document.objects.filter(title="Release notes").count() == 1
 
 
-def test_a_key_older_than_its_time_to_live_is_forgotten(cast, api_for, settings):
+def test_a_key_older_than_its_time_to_live_is_forgotten(cast: Cast, api_for: ApiFor, settings: Settings) -> None:
     from datetime import timedelta
 
     from django.utils import timezone

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from permissions.models import ApiToken
+from tests.conftest import ApiFor, Cast
 
 
 @pytest.mark.parametrize(
@@ -21,7 +22,9 @@ from permissions.models import ApiToken
         ("tomorrow", None),
     ],
 )
-def test_a_token_expiry_in_the_past_without_a_time_zone_or_too_far_is_refused(cast, api_for, expires_at, message):
+def test_a_token_expiry_in_the_past_without_a_time_zone_or_too_far_is_refused(
+    cast: Cast, api_for: ApiFor, expires_at: str, message: str | None
+) -> None:
     bob = api_for(cast.bob)
     before = ApiToken.objects.count()
     response = bob.post("apiKeys.create", {"name": "ci", "expiresAt": expires_at})
@@ -32,12 +35,12 @@ def test_a_token_expiry_in_the_past_without_a_time_zone_or_too_far_is_refused(ca
     assert ApiToken.objects.count() == before
 
 
-def test_a_token_expiring_next_month_is_created(cast, api_for):
+def test_a_token_expiring_next_month_is_created(cast: Cast, api_for: ApiFor) -> None:
     expires = (timezone.now() + timedelta(days=30)).isoformat()
     response = api_for(cast.bob).post("apiKeys.create", {"name": "ci", "expiresAt": expires})
     assert response.status_code == 200 and response.json()["data"]["expiresAt"]
 
 
-def test_create_token_with_an_absurd_lifetime_fails_with_a_clear_message(cast):
+def test_create_token_with_an_absurd_lifetime_fails_with_a_clear_message(cast: Cast) -> None:
     with pytest.raises(CommandError, match=r"--expires-in-days must be between 1 and 3650"):
         call_command("create_token", "bob", "--expires-in-days", "100000000")

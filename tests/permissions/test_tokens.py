@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.forms.models import model_to_dict
 from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries
 
 from permissions.authentication import token_with_user
 from permissions.models import ApiToken
 from permissions.services import api_token_create, api_token_revoke
+from tests.conftest import ApiFor, Cast
 from tests.factories import UserFactory
 
 
-def test_tokens_are_never_stored_in_plain_text(db):
-    issued = api_token_create(user=UserFactory())
+def test_tokens_are_never_stored_in_plain_text(db: None) -> None:
+    issued = api_token_create(user=UserFactory.create())
     secret = issued.plaintext.rsplit("_", 1)[1]
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM permissions_apitoken")
@@ -25,7 +28,7 @@ def test_tokens_are_never_stored_in_plain_text(db):
     assert rows and issued.plaintext not in dump and secret not in dump
 
 
-def test_a_revoked_or_expired_token_is_refused(db, api_for, cast):
+def test_a_revoked_or_expired_token_is_refused(db: None, api_for: ApiFor, cast: Cast) -> None:
     issued = api_token_create(user=cast.bob)
     from tests.conftest import Api
 
@@ -42,7 +45,7 @@ def test_a_revoked_or_expired_token_is_refused(db, api_for, cast):
     assert response.status_code == 401 and "expired" in response.json()["message"]
 
 
-def test_create_token_prints_a_working_token(db, cast, capsys):
+def test_create_token_prints_a_working_token(db: None, cast: Cast, capsys: pytest.CaptureFixture[str]) -> None:
     call_command("create_token", "bob", "--scope", "read")
     token = capsys.readouterr().out.strip()
     from tests.conftest import Api
@@ -51,9 +54,11 @@ def test_create_token_prints_a_working_token(db, cast, capsys):
     assert ApiToken.objects.get(user=cast.bob).scope == "read"
 
 
-def test_the_token_lookup_loads_what_the_orm_would(db, cast, django_assert_num_queries):
+def test_the_token_lookup_loads_what_the_orm_would(
+    db: None, cast: Cast, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
     """One precompiled query for token, user and team: every field as the ORM reads it, a user without a team included."""
-    for user in (cast.bob, UserFactory(team=None, is_staff=True)):
+    for user in (cast.bob, UserFactory.create(team=None, is_staff=True)):
         issued = api_token_create(user=user)
         with django_assert_num_queries(1):
             found = token_with_user(issued.token.prefix)
@@ -65,5 +70,6 @@ def test_the_token_lookup_loads_what_the_orm_would(db, cast, django_assert_num_q
             expected.user, exclude=["groups", "user_permissions"]
         )
         assert found.user.team == expected.user.team and (found.user.team is None) == (user.team_id is None)
-        assert found.user.team is None or found.user.team.name == expected.user.team.name
+        if expected.user.team is not None:
+            assert found.user.team is not None and found.user.team.name == expected.user.team.name
     assert token_with_user("cairn_nosuchprefix") is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import nullcontext
+from io import TextIOBase
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -20,7 +22,7 @@ from permissions.policy import can_write_collection
 class ProgressBar:
     """One line redrawn in place on a terminal (at most ten times a second); nothing when output is not a terminal."""
 
-    def __init__(self, stream, total: int, enabled: bool) -> None:
+    def __init__(self, stream: TextIOBase, total: int, enabled: bool) -> None:
         self.stream, self.total, self.enabled = stream, total, enabled
         self.last = 0.0
 
@@ -51,7 +53,9 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="username the documents are created by (needs write access to the collection)")
         parser.add_argument("--draft", action="store_true", help="keep new documents as drafts (needs --user)")
 
-    def handle(self, *args, directory: Path, collection: str, glob: str | None, prune: bool, dry_run: bool, **options):
+    def handle(
+        self, *args: Any, directory: Path, collection: str, glob: str | None, prune: bool, dry_run: bool, **options: Any
+    ) -> None:
         root = directory.expanduser().resolve()
         if not root.is_dir():
             raise CommandError(f"{directory} is not a directory")

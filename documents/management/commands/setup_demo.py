@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from documents import services
@@ -30,10 +31,10 @@ DEMO_DOCUMENTS = [
 class Command(BaseCommand):
     help = "Create the demo team (alice, bob, charlie), sample documents and a write-scoped API token for alice."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", default="alice", help="Whose API token to print (default alice).")
 
-    def handle(self, *args, user: str, **options):
+    def handle(self, *args: Any, user: str, **options: Any) -> None:
         with transaction.atomic():
             acme = Team.objects.filter(name="Acme").first() or team_create(name="Acme")
             globex = Team.objects.filter(name="Globex").first() or team_create(name="Globex")

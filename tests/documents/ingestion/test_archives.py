@@ -5,6 +5,7 @@ from __future__ import annotations
 import zipfile
 
 import pytest
+from pytest_django import Settings
 
 from documents.ingestion.archives import expand
 from documents.ingestion.errors import FileRejected
@@ -16,7 +17,7 @@ def entries(data: bytes) -> dict[str, str | None]:
     return {e.path: e.error for e in expand(data, prefix="docs.zip/")}
 
 
-def test_folders_inside_an_archive_become_path_prefixes():
+def test_folders_inside_an_archive_become_path_prefixes() -> None:
     archive = make_zip({"guides/setup.md": b"# Setup", "README.md": b"# Readme", "guides/": b""})
     assert {e.path: e.data for e in expand(archive, prefix="docs.zip/")} == {
         "docs.zip/guides/setup.md": b"# Setup",
@@ -24,36 +25,36 @@ def test_folders_inside_an_archive_become_path_prefixes():
     }
 
 
-def test_a_name_that_climbs_out_of_the_archive_is_refused_and_the_rest_is_read():
+def test_a_name_that_climbs_out_of_the_archive_is_refused_and_the_rest_is_read() -> None:
     result = entries(make_zip({"../../etc/cron.d/evil.md": b"x", "ok.md": b"# ok"}))
     assert result["docs.zip/../../etc/cron.d/evil.md"] == "Unsafe path in the archive: '..' would leave the archive's folder."
     assert result["docs.zip/ok.md"] is None
 
 
 @pytest.mark.parametrize("name", ["/etc/passwd.md", "C:\\Windows\\evil.md", "\\\\server\\share.md"])
-def test_an_absolute_name_is_refused(name):
+def test_an_absolute_name_is_refused(name: str) -> None:
     (error,) = entries(make_zip({name: b"x"})).values()
     assert error == "Unsafe path in the archive: absolute paths are not allowed."
 
 
-def test_a_symbolic_link_in_an_archive_is_not_followed():
+def test_a_symbolic_link_in_an_archive_is_not_followed() -> None:
     (error,) = entries(make_zip_with_symlink("passwd.md", "/etc/passwd")).values()
     assert error == "Symbolic links in archives are not followed."
 
 
-def test_an_encrypted_entry_is_refused():
+def test_an_encrypted_entry_is_refused() -> None:
     (error,) = entries(make_zip_with_encrypted_entry("secret.md", b"# hidden")).values()
     assert error == "The file is encrypted in the archive; archive it without a password."
 
 
-def test_an_entry_that_expands_too_many_times_is_a_bomb(settings):
+def test_an_entry_that_expands_too_many_times_is_a_bomb(settings: Settings) -> None:
     settings.IMPORT_MAX_EXPANSION_RATIO = 100
     result = entries(make_zip({"bomb.txt": b"0" * (4 * 1024 * 1024), "ok.md": b"# fine"}))
     assert result["docs.zip/bomb.txt"] == "The file expands more than 100 times its compressed size (a ZIP bomb?)."
     assert result["docs.zip/ok.md"] is None
 
 
-def test_a_bomb_that_lies_about_its_size_in_the_header_is_caught_while_reading(settings):
+def test_a_bomb_that_lies_about_its_size_in_the_header_is_caught_while_reading(settings: Settings) -> None:
     settings.IMPORT_MAX_EXPANSION_RATIO = 100
     archive = bytearray(make_zip({"bomb.txt": b"0" * (4 * 1024 * 1024)}))
     # Patch the declared uncompressed size (local header and central directory) down to 10 bytes.
@@ -63,13 +64,13 @@ def test_a_bomb_that_lies_about_its_size_in_the_header_is_caught_while_reading(s
     assert error is not None and ("ZIP bomb" in error or "Corrupt archive entry" in error)
 
 
-def test_an_entry_over_the_file_size_limit_is_refused(settings):
+def test_an_entry_over_the_file_size_limit_is_refused(settings: Settings) -> None:
     settings.IMPORT_MAX_FILE_SIZE = 1000
     result = entries(make_zip({"big.md": b"x" * 2000, "small.md": b"y" * 10}, compression=zipfile.ZIP_STORED))
     assert result == {"docs.zip/big.md": "The file is larger than the 1,000 bytes limit per file.", "docs.zip/small.md": None}
 
 
-def test_the_total_expanded_size_is_bounded(settings):
+def test_the_total_expanded_size_is_bounded(settings: Settings) -> None:
     settings.IMPORT_MAX_EXPANDED_SIZE = 3000
     archive = make_zip({f"{n}.md": b"z" * 1000 for n in range(5)}, compression=zipfile.ZIP_STORED)
     result = entries(archive)
@@ -77,12 +78,12 @@ def test_the_total_expanded_size_is_bounded(settings):
     assert result["docs.zip/4.md"] is not None and result["docs.zip/4.md"].startswith("The archive expands beyond")
 
 
-def test_an_archive_with_too_many_files_is_refused_whole(settings):
+def test_an_archive_with_too_many_files_is_refused_whole(settings: Settings) -> None:
     settings.IMPORT_MAX_ARCHIVE_FILES = 3
     with pytest.raises(FileRejected, match="holds 4 files; at most 3"):
         list(expand(make_zip({f"{n}.md": b"x" for n in range(4)})))
 
 
-def test_a_corrupt_archive_is_refused_whole():
+def test_a_corrupt_archive_is_refused_whole() -> None:
     with pytest.raises(FileRejected, match="Corrupt ZIP"):
         list(expand(b"PK\x03\x04" + b"\x00" * 40))

@@ -6,17 +6,19 @@ import pytest
 
 from documents.ingestion.detect import detect
 from documents.ingestion.errors import FileRejected
-from documents.ingestion.parsers import parse
+from documents.ingestion.parsers import Parsed, parse
 from documents.models import Document
+from tests.conftest import ApiFor, Cast
+from tests.documents.ingestion.conftest import JobInfo, Upload
 
 NOTE = "---\ntitle: Deploy checklist\ntags: [Ops, Release, ops]\nauthor: alice\n---\n\n# Steps\n\nRun the tests first.\n"
 
 
-def parsed(name: str, data: str):
+def parsed(name: str, data: str) -> Parsed:
     return parse(name, data.encode(), detect(name, data.encode()))
 
 
-def test_front_matter_gives_the_title_and_normalised_tags_and_leaves_the_text():
+def test_front_matter_gives_the_title_and_normalised_tags_and_leaves_the_text() -> None:
     result = parsed("deploy.md", NOTE)
     assert (result.title, result.tags) == ("Deploy checklist", ["ops", "release"])
     assert result.text == "# Steps\n\nRun the tests first.\n"
@@ -32,47 +34,47 @@ def test_front_matter_gives_the_title_and_normalised_tags_and_leaves_the_text():
         ("title: Only a title", None),
     ],
 )
-def test_tags_may_be_a_list_a_comma_separated_string_or_absent(front, tags):
+def test_tags_may_be_a_list_a_comma_separated_string_or_absent(front: str, tags: list[str] | None) -> None:
     assert parsed("a.md", f"---\n{front}\n---\nBody text.\n").tags == tags
 
 
-def test_without_a_front_matter_title_the_first_heading_titles_the_document():
+def test_without_a_front_matter_title_the_first_heading_titles_the_document() -> None:
     result = parsed("a.md", "---\ntags: [x]\n---\n# From the heading\n\nBody.\n")
     assert result.title == "From the heading" and result.text.startswith("# From the heading")
 
 
-def test_an_empty_front_matter_block_is_removed():
+def test_an_empty_front_matter_block_is_removed() -> None:
     assert parsed("a.md", "---\n---\nBody.\n").text == "Body.\n"
 
 
-def test_a_rule_around_plain_text_is_not_front_matter():
+def test_a_rule_around_plain_text_is_not_front_matter() -> None:
     text = "---\nJust a paragraph between two rules.\n---\nMore text.\n"
     result = parsed("a.md", text)
     assert result.text == text and result.tags is None
 
 
-def test_a_file_starting_with_something_else_keeps_its_text():
+def test_a_file_starting_with_something_else_keeps_its_text() -> None:
     text = "# Title\n\n---\ntags: [x]\n---\n"
     assert parsed("a.md", text).text == text
 
 
-def test_invalid_yaml_fails_the_file_with_its_reason():
+def test_invalid_yaml_fails_the_file_with_its_reason() -> None:
     with pytest.raises(FileRejected) as caught:
         parsed("a.md", "---\ntags: [unclosed\n---\nBody.\n")
     assert "front matter" in caught.value.reason and "not valid YAML" in caught.value.reason
 
 
-def test_an_invalid_tag_fails_the_file_with_its_reason():
+def test_an_invalid_tag_fails_the_file_with_its_reason() -> None:
     with pytest.raises(FileRejected) as caught:
         parsed("a.md", f"---\ntags: [{'x' * 60}]\n---\nBody.\n")
     assert "tags are not valid" in caught.value.reason and "at most 50 characters" in caught.value.reason
 
 
-def test_plain_text_files_have_no_front_matter():
+def test_plain_text_files_have_no_front_matter() -> None:
     assert parsed("a.txt", NOTE).text == NOTE
 
 
-def test_an_import_tags_its_documents_and_a_changed_file_retags_them(cast, upload):
+def test_an_import_tags_its_documents_and_a_changed_file_retags_them(cast: Cast, upload: Upload) -> None:
     upload(cast.alice, cast.handbook, {"deploy.md": NOTE.encode()})
     doc = Document.objects.get(title="Deploy checklist")
     assert doc.tags == ["ops", "release"] and "author: alice" not in doc.text
@@ -82,7 +84,7 @@ def test_an_import_tags_its_documents_and_a_changed_file_retags_them(cast, uploa
     assert doc.version == 1, "only the front matter changed: the text, and so the index, stay as they were"
 
 
-def test_a_new_version_without_tags_keeps_the_tags_given_in_cairn(cast, upload, api_for):
+def test_a_new_version_without_tags_keeps_the_tags_given_in_cairn(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
     upload(cast.alice, cast.handbook, {"notes.md": b"# Notes\n\nFirst.\n"})
     doc = Document.objects.get(title="Notes")
     api_for(cast.alice).post("documents.update", {"id": str(doc.id), "tags": ["kept"]})
@@ -91,7 +93,7 @@ def test_a_new_version_without_tags_keeps_the_tags_given_in_cairn(cast, upload, 
     assert doc.tags == ["kept"] and "Second" in doc.text
 
 
-def test_a_file_with_bad_front_matter_fails_alone(cast, upload, job_info):
+def test_a_file_with_bad_front_matter_fails_alone(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     job = upload(cast.alice, cast.handbook, {"bad.md": b"---\ntags: [oops\n---\nx\n", "good.md": NOTE.encode()})
     files = {f["path"]: f for f in job_info(cast.alice, job["data"]["id"])["files"]}
     assert files["bad.md"]["outcome"] == "failed" and "not valid YAML" in files["bad.md"]["reason"]

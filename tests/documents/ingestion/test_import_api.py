@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
+from pytest_django import Settings
 
 from documents.ingestion import jobs as import_jobs
 from documents.models import Document, ImportFile, ImportJob, Source
 from rag.providers.embeddings import get_embedding_provider
-from tests.documents.ingestion.conftest import outcomes, reasons
+from tests.conftest import ApiFor, Cast
+from tests.documents.ingestion.conftest import JobInfo, Upload, outcomes, reasons
 from tests.documents.ingestion.files import HTML, MARKDOWN, encrypt_pdf, make_docx, make_pdf, make_zip
 
 
@@ -15,7 +18,7 @@ def embedded_texts() -> list[str]:
     return [text for batch in get_embedding_provider().calls for text in batch]  # type: ignore[attr-defined]
 
 
-def test_an_upload_becomes_documents_with_their_sources_and_is_indexed(cast, upload, job_info):
+def test_an_upload_becomes_documents_with_their_sources_and_is_indexed(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     response = upload(cast.alice, cast.handbook, {"onboarding.md": MARKDOWN.encode(), "handbook.html": HTML.encode()})
     job = job_info(cast.alice, response["data"]["id"])
     assert (job["stage"], job["filesTotal"], job["filesDone"], job["filesFailed"]) == ("done", 2, 2, 0)
@@ -27,7 +30,9 @@ def test_an_upload_becomes_documents_with_their_sources_and_is_indexed(cast, upl
     assert any("Welcome to the team." in text for text in embedded_texts())
 
 
-def test_the_response_is_the_queued_job_and_parsing_waits_for_the_commit(cast, api_for, monkeypatch):
+def test_the_response_is_the_queued_job_and_parsing_waits_for_the_commit(
+    cast: Cast, api_for: ApiFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
     parsed = []
     monkeypatch.setattr(import_jobs, "parse", lambda *a: parsed.append(a))
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -38,7 +43,7 @@ def test_the_response_is_the_queued_job_and_parsing_waits_for_the_commit(cast, a
     assert (response.json()["data"]["stage"], parsed) == ("queued", [])
 
 
-def test_documents_info_shows_the_source(cast, upload, api_for):
+def test_documents_info_shows_the_source(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
     upload(cast.alice, cast.handbook, {"report.pdf": make_pdf([["Page one"], ["Page two"]])})
     document = Document.objects.get(title="Page one")
     source = api_for(cast.alice).post("documents.info", {"id": str(document.pk)}).json()["data"]["source"]
@@ -52,13 +57,15 @@ def test_documents_info_shows_the_source(cast, upload, api_for):
     assert source["originalUrl"] == f"/doc/{document.pk}/original?v=1"
 
 
-def test_a_document_written_in_cairn_has_no_source(cast, api_for):
+def test_a_document_written_in_cairn_has_no_source(cast: Cast, api_for: ApiFor) -> None:
     created = api_for(cast.alice).post("documents.create", {"title": "T", "text": "x", "collectionId": str(cast.handbook.pk)})
     info = api_for(cast.alice).post("documents.info", {"id": created.json()["data"]["id"]}).json()["data"]
     assert info["source"] is None
 
 
-def test_reimporting_an_unchanged_file_parses_and_embeds_nothing(cast, upload, job_info, monkeypatch):
+def test_reimporting_an_unchanged_file_parses_and_embeds_nothing(
+    cast: Cast, upload: Upload, job_info: JobInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     upload(cast.alice, cast.handbook, {"onboarding.md": MARKDOWN.encode()})
     document = Document.objects.get(title="Onboarding")
     embedded_before = len(embedded_texts())
@@ -70,7 +77,7 @@ def test_reimporting_an_unchanged_file_parses_and_embeds_nothing(cast, upload, j
     assert document.version == 1
 
 
-def test_a_changed_file_becomes_a_new_version_of_the_same_document(cast, upload, job_info):
+def test_a_changed_file_becomes_a_new_version_of_the_same_document(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     upload(cast.alice, cast.handbook, {"onboarding.md": MARKDOWN.encode()})
     changed = MARKDOWN.replace("Welcome to the team.", "Welcome aboard, new colleague.")
     job = job_info(cast.alice, upload(cast.alice, cast.handbook, {"onboarding.md": changed.encode()})["data"]["id"])
@@ -86,7 +93,7 @@ def test_a_changed_file_becomes_a_new_version_of_the_same_document(cast, upload,
     assert any("Welcome aboard" in text for text in embedded_texts())
 
 
-def test_a_zip_archive_is_expanded_with_its_folders_as_path_prefixes(cast, upload, job_info):
+def test_a_zip_archive_is_expanded_with_its_folders_as_path_prefixes(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     archive = make_zip({"guides/runbook.docx": make_docx(), "guides/handbook.html": HTML.encode(), "README.md": b"# Docs"})
     job = job_info(cast.alice, upload(cast.alice, cast.handbook, {"docs.zip": archive})["data"]["id"])
     assert outcomes(job) == {
@@ -97,7 +104,9 @@ def test_a_zip_archive_is_expanded_with_its_folders_as_path_prefixes(cast, uploa
     assert set(Source.objects.values_list("format", flat=True)) == {"docx", "html", "markdown"}
 
 
-def test_every_bad_file_fails_alone_with_its_reason_and_the_rest_is_imported(cast, upload, job_info, settings):
+def test_every_bad_file_fails_alone_with_its_reason_and_the_rest_is_imported(
+    cast: Cast, upload: Upload, job_info: JobInfo, settings: Settings
+) -> None:
     settings.IMPORT_MAX_EXPANSION_RATIO = 100
     settings.IMPORT_MAX_FILE_SIZE = 2 * 1024 * 1024
     archive = make_zip(
@@ -141,45 +150,49 @@ def test_every_bad_file_fails_alone_with_its_reason_and_the_rest_is_imported(cas
     assert sorted(Document.objects.values_list("title", flat=True)) == ["Fine", "Good"]
 
 
-def test_a_job_whose_every_file_failed_is_failed(cast, upload, job_info):
+def test_a_job_whose_every_file_failed_is_failed(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     job = job_info(cast.alice, upload(cast.alice, cast.handbook, {"empty.md": b""})["data"]["id"])
     assert (job["stage"], job["error"]) == ("failed", "No file could be imported; see each file's reason.")
 
 
-def test_an_upload_over_the_request_limit_is_refused_before_anything_is_stored(cast, upload, settings):
+def test_an_upload_over_the_request_limit_is_refused_before_anything_is_stored(
+    cast: Cast, upload: Upload, settings: Settings
+) -> None:
     settings.IMPORT_MAX_REQUEST_SIZE = 1000
     body = upload(cast.alice, cast.handbook, {"big.md": b"x" * 2000}, status=413)
     assert body == {"error": "request_too_large", "message": "The upload is larger than the 1,000 bytes limit per request."}
     assert not ImportJob.objects.exists()
 
 
-def test_an_upload_needs_files(cast, api_for):
+def test_an_upload_needs_files(cast: Cast, api_for: ApiFor) -> None:
     response = api_for(cast.alice).client.post(
         "/api/documents.import", {"collectionId": str(cast.handbook.pk)}, format="multipart"
     )
     assert (response.status_code, response.json()["error"]) == (400, "validation_error")
 
 
-def test_bob_cannot_import_into_a_collection_he_may_only_read(cast, upload):
+def test_bob_cannot_import_into_a_collection_he_may_only_read(cast: Cast, upload: Upload) -> None:
     body = upload(cast.bob, cast.handbook, {"a.md": b"# A"}, status=403)
     assert body == {"error": "forbidden", "message": "You can read this collection but not import documents into it."}
     assert not ImportJob.objects.exists()
 
 
-def test_bob_cannot_import_into_a_collection_he_cannot_see(cast, upload):
+def test_bob_cannot_import_into_a_collection_he_cannot_see(cast: Cast, upload: Upload) -> None:
     assert upload(cast.bob, cast.private, {"a.md": b"# A"}, status=404)["error"] == "not_found"
 
 
-def test_charlie_cannot_import_into_another_teams_collection(cast, upload):
+def test_charlie_cannot_import_into_another_teams_collection(cast: Cast, upload: Upload) -> None:
     assert upload(cast.charlie, cast.handbook, {"a.md": b"# A"}, status=404)["error"] == "not_found"
     assert not Document.objects.exists()
 
 
-def test_a_read_scoped_token_cannot_import(cast, upload):
+def test_a_read_scoped_token_cannot_import(cast: Cast, upload: Upload) -> None:
     assert upload(cast.alice, cast.handbook, {"a.md": b"# A"}, scope="read", status=403)["error"] == "forbidden"
 
 
-def test_a_job_is_seen_by_its_creator_and_the_team_admins_only(cast, upload, api_for, settings):
+def test_a_job_is_seen_by_its_creator_and_the_team_admins_only(
+    cast: Cast, upload: Upload, api_for: ApiFor, settings: Settings
+) -> None:
     from permissions.models import Access
 
     cast.handbook.default_access = Access.READ_WRITE
@@ -194,7 +207,7 @@ def test_a_job_is_seen_by_its_creator_and_the_team_admins_only(cast, upload, api
     assert api_for(cast.charlie).post("jobs.list").json()["data"] == []
 
 
-def test_a_job_links_only_the_documents_the_viewer_may_read(cast, upload, job_info):
+def test_a_job_links_only_the_documents_the_viewer_may_read(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
     cast.alice.is_team_admin = False
     cast.alice.save()
     job_id = upload(cast.alice, cast.handbook, {"draft.md": b"# Draft"}, publish=False)["data"]["id"]
@@ -205,7 +218,7 @@ def test_a_job_links_only_the_documents_the_viewer_may_read(cast, upload, job_in
     assert (entry["documentId"], entry["title"], entry["outcome"]) == (None, "", "created")
 
 
-def test_the_job_rows_hold_each_file_once_when_a_job_is_run_again(cast, upload):
+def test_the_job_rows_hold_each_file_once_when_a_job_is_run_again(cast: Cast, upload: Upload) -> None:
     job_id = upload(cast.alice, cast.handbook, {"a.md": b"# A"})["data"]["id"]
     ImportJob.objects.filter(pk=job_id).update(stage="parsing")  # as a worker that died mid-way leaves it
     ImportJob.objects.filter(pk=job_id).update(uploads=[])
@@ -214,7 +227,7 @@ def test_the_job_rows_hold_each_file_once_when_a_job_is_run_again(cast, upload):
     assert ImportJob.objects.get(pk=job_id).stage == "done"
 
 
-def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast, upload, client):
+def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast: Cast, upload: Upload, client: Client) -> None:
     job_id = upload(cast.alice, cast.handbook, {"good.md": b"# Good", "empty.md": b""})["data"]["id"]
     operator = type(cast.alice).objects.create_superuser("operator", password="x", team=cast.alice.team)
     client.force_login(operator)
@@ -224,7 +237,7 @@ def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast, uplo
     assert "good.md" in client.get("/admin/documents/source/").content.decode()
 
 
-def test_more_files_than_a_request_may_carry_is_a_json_error(cast, api_for, settings):
+def test_more_files_than_a_request_may_carry_is_a_json_error(cast: Cast, api_for: ApiFor, settings: Settings) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
@@ -236,7 +249,7 @@ def test_more_files_than_a_request_may_carry_is_a_json_error(cast, api_for, sett
     )
 
 
-def test_a_job_stays_indexing_until_the_index_has_caught_up(cast, api_for, job_info):
+def test_a_job_stays_indexing_until_the_index_has_caught_up(cast: Cast, api_for: ApiFor, job_info: JobInfo) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from rag.indexing.pipeline import index_documents

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import base64
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import Cast
 from tests.documents.ingestion.files import make_pdf
 from tests.documents.ingestion.test_pdf_citations import pdf as nature_pdf
 from tests.servers import GunicornServer
@@ -20,7 +23,7 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def server(tmp_path, cast):
+def server(tmp_path: Path, cast: Cast) -> Iterator[GunicornServer]:
     cast.alice.set_password(PASSWORD)
     cast.alice.save()
     server = GunicornServer(
@@ -47,7 +50,7 @@ def dropped(name: str, data: bytes, kind: str = "application/octet-stream") -> d
     return {"name": name, "data": base64.b64encode(data).decode(), "type": kind}
 
 
-def test_drop_files_on_the_import_page_and_watch_them_become_documents(cast, server):
+def test_drop_files_on_the_import_page_and_watch_them_become_documents(cast: Cast, server: GunicornServer) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     csp_violations: list[str] = []

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from django.core.management import CommandError, call_command
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from documents.ingestion import jobs as import_jobs
 from documents.models import Document, ImportJob, Source
 from rag.providers.embeddings import get_embedding_provider
+from tests.conftest import Cast
 from tests.documents.ingestion.files import HTML, MARKDOWN, make_docx, make_pdf
 
 
 @pytest.fixture
-def folder(tmp_path) -> Path:
+def folder(tmp_path: Path) -> Path:
     root = tmp_path / "docs"
     (root / "guides").mkdir(parents=True)
     (root / "onboarding.md").write_text(MARKDOWN)
@@ -27,8 +30,14 @@ def folder(tmp_path) -> Path:
     return root
 
 
+class ImportPath(Protocol):
+    """The `import_path` fixture: run the command on `root` into the cast's handbook; its stdout and stderr."""
+
+    def __call__(self, root: Path, *args: str) -> tuple[str, str]: ...
+
+
 @pytest.fixture
-def import_path(cast, django_capture_on_commit_callbacks):
+def import_path(cast: Cast, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> ImportPath:
     def run(root: Path, *args: str) -> tuple[str, str]:
         out, err = io.StringIO(), io.StringIO()
         with django_capture_on_commit_callbacks(execute=True):
@@ -46,7 +55,7 @@ def titles() -> list[str]:
     return sorted(Document.objects.filter(archived_at__isnull=True).values_list("title", flat=True))
 
 
-def test_it_imports_every_file_of_the_folder_recursively(folder, import_path):
+def test_it_imports_every_file_of_the_folder_recursively(folder: Path, import_path: ImportPath) -> None:
     out, _ = import_path(folder)
     assert out.startswith("4 files: 4 created, 0 updated, 0 unchanged, 0 failed; 0 documents were archived.")
     assert titles() == ["Deployment runbook", "Incident handbook", "Onboarding", "Quarterly report"]
@@ -59,7 +68,9 @@ def test_it_imports_every_file_of_the_folder_recursively(folder, import_path):
     assert all(d.published_at is not None for d in Document.objects.all())
 
 
-def test_a_second_run_on_an_unchanged_folder_parses_and_embeds_nothing(folder, import_path, monkeypatch):
+def test_a_second_run_on_an_unchanged_folder_parses_and_embeds_nothing(
+    folder: Path, import_path: ImportPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import_path(folder)
     calls = embedding_calls()
     monkeypatch.setattr(import_jobs, "parse", lambda *a: pytest.fail("an unchanged file was parsed"))
@@ -69,7 +80,7 @@ def test_a_second_run_on_an_unchanged_folder_parses_and_embeds_nothing(folder, i
     assert set(Document.objects.values_list("version", flat=True)) == {1}
 
 
-def test_a_changed_file_becomes_a_new_version_of_the_same_document(folder, import_path):
+def test_a_changed_file_becomes_a_new_version_of_the_same_document(folder: Path, import_path: ImportPath) -> None:
     import_path(folder)
     (folder / "onboarding.md").write_text(MARKDOWN + "\nBring your laptop on day one.\n")
     out, _ = import_path(folder)
@@ -79,7 +90,7 @@ def test_a_changed_file_becomes_a_new_version_of_the_same_document(folder, impor
     assert Document.objects.count() == 4
 
 
-def test_prune_archives_the_documents_whose_files_are_gone(folder, import_path):
+def test_prune_archives_the_documents_whose_files_are_gone(folder: Path, import_path: ImportPath) -> None:
     import_path(folder)
     (folder / "report.pdf").unlink()
     import_path(folder)
@@ -90,7 +101,7 @@ def test_prune_archives_the_documents_whose_files_are_gone(folder, import_path):
     assert Document.objects.get(title="Quarterly report").archived_at is not None
 
 
-def test_a_pruned_file_that_comes_back_brings_its_document_back(folder, import_path):
+def test_a_pruned_file_that_comes_back_brings_its_document_back(folder: Path, import_path: ImportPath) -> None:
     import_path(folder)
     pdf = (folder / "report.pdf").read_bytes()
     (folder / "report.pdf").unlink()
@@ -100,7 +111,7 @@ def test_a_pruned_file_that_comes_back_brings_its_document_back(folder, import_p
     assert "Quarterly report" in titles()
 
 
-def test_prune_with_a_glob_archives_only_within_the_glob(folder, import_path):
+def test_prune_with_a_glob_archives_only_within_the_glob(folder: Path, import_path: ImportPath) -> None:
     import_path(folder)
     (folder / "report.pdf").unlink()
     (folder / "onboarding.md").unlink()
@@ -109,19 +120,19 @@ def test_prune_with_a_glob_archives_only_within_the_glob(folder, import_path):
     assert "Onboarding" not in titles() and "Quarterly report" in titles()
 
 
-def test_a_dry_run_reports_and_changes_nothing(folder, import_path):
+def test_a_dry_run_reports_and_changes_nothing(folder: Path, import_path: ImportPath) -> None:
     out, _ = import_path(folder, "--dry-run")
     assert out.startswith("4 files: 4 created, 0 updated, 0 unchanged, 0 failed; 0 documents would be archived.")
     assert (Document.objects.count(), ImportJob.objects.count(), Source.objects.count()) == (0, 0, 0)
 
 
-def test_a_glob_picks_the_files(folder, import_path):
+def test_a_glob_picks_the_files(folder: Path, import_path: ImportPath) -> None:
     out, _ = import_path(folder, "--glob", "guides/*")
     assert out.startswith("2 files: 2 created")
     assert titles() == ["Deployment runbook", "Incident handbook"]
 
 
-def test_a_symbolic_link_is_not_followed(folder, import_path, tmp_path):
+def test_a_symbolic_link_is_not_followed(folder: Path, import_path: ImportPath, tmp_path: Path) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("# Outside the folder")
     (folder / "link.md").symlink_to(secret)
@@ -133,7 +144,7 @@ def test_a_symbolic_link_is_not_followed(folder, import_path, tmp_path):
     assert "Outside the folder" not in titles()
 
 
-def test_bad_files_fail_alone_with_their_reason(folder, import_path):
+def test_bad_files_fail_alone_with_their_reason(folder: Path, import_path: ImportPath) -> None:
     (folder / "empty.md").write_bytes(b"")
     (folder / "scan.pdf").write_bytes(make_pdf([[]]))
     out, err = import_path(folder)
@@ -142,7 +153,7 @@ def test_bad_files_fail_alone_with_their_reason(folder, import_path):
     assert "scan.pdf: The PDF has no extractable text" in err
 
 
-def test_drafts_need_a_user_who_may_write(cast, folder, import_path):
+def test_drafts_need_a_user_who_may_write(cast: Cast, folder: Path, import_path: ImportPath) -> None:
     with pytest.raises(CommandError, match="--draft needs --user"):
         import_path(folder, "--draft")
     with pytest.raises(CommandError, match="bob may not add documents to Handbook"):
@@ -151,14 +162,14 @@ def test_drafts_need_a_user_who_may_write(cast, folder, import_path):
     assert {(d.created_by, d.published_at) for d in Document.objects.all()} == {(cast.alice, None)}
 
 
-def test_a_missing_folder_or_collection_is_a_clear_error(folder, cast):
+def test_a_missing_folder_or_collection_is_a_clear_error(folder: Path, cast: Cast) -> None:
     with pytest.raises(CommandError, match="is not a directory"):
         call_command("import_path", str(folder / "nope"), "--collection", str(cast.handbook.pk))
     with pytest.raises(CommandError, match="No collection with id nope"):
         call_command("import_path", str(folder), "--collection", "nope")
 
 
-def test_a_zip_archive_in_the_folder_is_expanded_whatever_its_name(folder, import_path):
+def test_a_zip_archive_in_the_folder_is_expanded_whatever_its_name(folder: Path, import_path: ImportPath) -> None:
     from tests.documents.ingestion.files import make_zip
 
     (folder / "export.bin").write_bytes(make_zip({"wiki/faq.md": b"# FAQ\n\nAsk away."}))
@@ -169,7 +180,7 @@ def test_a_zip_archive_in_the_folder_is_expanded_whatever_its_name(folder, impor
     assert Source.objects.get(path="runbook-copy.zip.docx").format == "docx"
 
 
-def test_the_progress_bar_redraws_one_line_on_a_terminal():
+def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:
     from documents.management.commands.import_path import ProgressBar
 
     out = io.StringIO()

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from documents.models import Document, ImportJob
 from rag.models import IndexState, IndexStatus
+from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.files import make_docx, make_pdf
-from tests.rag.indexing.test_worker import broker, wait_until, worker_factory  # noqa: F401  (fixtures)
+from tests.rag.indexing.test_worker import Worker, broker, wait_until, worker_factory  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_worker_parses_an_upload_that_the_request_only_queued(cast, api_for, worker_factory, import_storage):  # noqa: F811
+def test_the_worker_parses_an_upload_that_the_request_only_queued(
+    cast: Cast,
+    api_for: ApiFor,
+    worker_factory: Callable[..., Worker],  # noqa: F811
+    import_storage: Path,
+) -> None:
     body = {
         "collectionId": str(cast.handbook.pk),
         "publish": "true",

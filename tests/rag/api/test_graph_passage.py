@@ -69,11 +69,11 @@ def test_a_passage_of_a_document_the_caller_cannot_read_is_not_found(cast, api_f
 def test_a_passage_of_another_version_or_an_archived_document_is_not_found(cast, api_for, docs):
     alice, film = api_for(cast.alice), docs["film"]
     assert passage(alice, f"{film.pk}:1:1").status_code == 404, "no second chunk"
-    document_update(document=film, by=cast.alice, text="A new cut of the film, directed by Don Medford.")
+    document_update(document=film, text="A new cut of the film, directed by Don Medford.")
     index_documents(document_ids=[film.pk])
     assert passage(alice, f"{film.pk}:1:0").status_code == 404
     assert "A new cut" in passage(alice, f"{film.pk}:2:0").json()["data"]["text"]
-    document_archive(document=film, by=cast.alice)
+    document_archive(document=film)
     assert passage(alice, f"{film.pk}:2:0").status_code == 404
 
 

@@ -54,7 +54,7 @@ def test_postings_follow_the_chunks_through_edits_renames_and_removal(cast):
     assert "mountain" in {lexeme for _, lexeme, _, _ in postings_of(doc)}
     assert postings_of(doc) == expected_postings(doc)
 
-    document_delete(document=doc, by=cast.alice)
+    document_delete(document=doc)
     remove_document_chunks(document_ids=[doc.pk])
     assert not KeywordPosting.objects.filter(document_id=doc.pk).exists()
 

@@ -47,7 +47,7 @@ def test_each_chunk_gets_the_signs_of_its_vector_and_they_follow_new_versions_an
     assert sign_bits_of(doc) == expected_sign_bits(doc)
     assert {version for _, _, version, _ in sign_bits_of(doc)} == {doc.version}
 
-    document_delete(document=doc, by=cast.alice)
+    document_delete(document=doc)
     remove_document_chunks(document_ids=[doc.pk])
     assert not ChunkSignBits.objects.filter(document_id=doc.pk).exists()
 
