@@ -12,8 +12,8 @@ TWOWIKI_DIR environment variable). MuSiQue and HotpotQA in ../shared/datasets/ h
 (corpus.jsonl, queries.train.jsonl, qrels.train.tsv) and run the same way, each into its own database.
 The index is kept in the embedded database `--database` (default cairn_bench_2wiki), which
 bench/graph_overhead.py reads.
-Takes: about 5 minutes to index 2Wiki with the onnx encoder on 2 vCPUs, and a minute or two to evaluate
-the five modes (`--skip-index`).
+Takes: about 5 minutes to index 2Wiki with the onnx encoder on 2 vCPUs (HotpotQA under 3, MuSiQue about
+15), and a minute or two to evaluate the five modes (`--skip-index`).
 
 Reproduce:  .venv/bin/python bench/twowiki.py                  (index, then evaluate; local MiniLM)
             .venv/bin/python bench/twowiki.py --skip-index     (evaluate again on the indexed corpus)
