@@ -59,3 +59,8 @@ worker: install
 
 clean:
 	rm -rf $(VENV) var
+
+# The benchmarks are scripts run one by one (they need datasets, large databases and quiet cores): this
+# lists each with its commands, with the standard library only. Figures and how each works: docs/benchmarks.md.
+bench:
+	@$(PYTHON) -m bench

@@ -22,6 +22,9 @@ LLM: none by default (extractive answers, as `make run` without a key); `--llm s
 through the real LiteLLM client from a local OpenAI-compatible server that waits `--stub-delay`
 seconds before streaming (a stand-in for a model's latency, which the cache saves).
 
+Data: the demo documents (documents/demo/) that `--demo` loads; nothing to download.
+Takes: about a minute (the server's start and the demo's indexing, then 4 x (1 + 2 x repeats) answers).
+
 Reproduce:  .venv/bin/python bench/answer_cache.py
             .venv/bin/python bench/answer_cache.py --llm stub --repeats 200
 """

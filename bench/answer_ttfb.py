@@ -15,13 +15,17 @@ canned answer at once (adds LiteLLM's own overhead). The evidence gate is disabl
 (RAG_ANSWER_MIN_SCORE=0) so every request takes the generation path; `--keep-evidence-gate`
 measures the configured gate instead.
 
-Corpus, in order of preference:
+Data, in order of preference:
 1. `--database DB --token TOKEN` (the measured user's API token);
-2. var/bench-latency.json `{"database", "token"}` written by bench/latency.py (100k chunks,
-   local MiniLM embeddings);
+2. `--latency-corpus` (default var/bench-latency.json): `{"database", "token"}` written by
+   bench/latency.py from 100k chunks up (local MiniLM embeddings; run that first for the figure
+   docs/benchmarks.md reports);
 3. otherwise a small corpus this script builds in `cairn_bench_answers` (SciFact abstracts when
    the dataset is present, else synthetic documents), indexed with the fake embedding provider
    unless `--embedding-provider local`.
+The questions are SciFact's claims, by default from ../shared/datasets/scifact beside the repository
+(`--dataset`, or the SCIFACT_DIR environment variable); synthetic ones when it is missing.
+Takes: a few minutes (two servers, 220 answers each).
 
 Reproduce:  .venv/bin/python bench/answer_ttfb.py                      (whatever corpus exists)
             .venv/bin/python bench/answer_ttfb.py --database cairn_bench_latency_100000 --token cairn_...
@@ -47,6 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The shared datasets sit beside the repository; SCIFACT_DIR points elsewhere.
 DATASET = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
 STANDALONE_DATABASE = "cairn_bench_answers"
 LATENCY_CORPUS = ROOT / "var" / "bench-latency.json"
@@ -62,7 +67,7 @@ def setup_django(database: str, embedding: dict[str, str]) -> None:
     django.setup()
 
 
-def build_standalone(docs: int) -> dict:
+def build_standalone(dataset: Path, docs: int) -> dict:
     """A small corpus: one team, five collections, a reader who sees two of them."""
     from django.core.management import call_command
     from django.utils import timezone
@@ -84,7 +89,7 @@ def build_standalone(docs: int) -> dict:
         for collection in collections[:2]:
             CollectionMembership.objects.create(collection=collection, user=reader, role=Role.READ)
         now = timezone.now()
-        texts = source_texts(docs)
+        texts = source_texts(dataset, docs)
         created = Document.objects.bulk_create(
             [
                 Document(team=team, collection=collections[i % 5], title=title, text=text, created_by=reader, published_at=now)
@@ -99,9 +104,9 @@ def build_standalone(docs: int) -> dict:
     return {"database": STANDALONE_DATABASE, "token": token}
 
 
-def source_texts(docs: int) -> list[tuple[str, str]]:
-    if (DATASET / "corpus.jsonl").exists():
-        rows = [json.loads(line) for _, line in zip(range(docs), (DATASET / "corpus.jsonl").open(), strict=False)]
+def source_texts(dataset: Path, docs: int) -> list[tuple[str, str]]:
+    if (dataset / "corpus.jsonl").exists():
+        rows = [json.loads(line) for _, line in zip(range(docs), (dataset / "corpus.jsonl").open(), strict=False)]
         return [(row["title"][:500] or row["_id"], row["text"]) for row in rows]
     rng = random.Random(5)
     words = (
@@ -111,9 +116,9 @@ def source_texts(docs: int) -> list[tuple[str, str]]:
     return [(f"Document {i}", "\n\n".join(" ".join(rng.choices(words, k=40)) + "." for _ in range(4))) for i in range(docs)]
 
 
-def questions(count: int) -> list[str]:
-    if (DATASET / "queries.jsonl").exists():
-        found = [json.loads(line)["text"] for line in (DATASET / "queries.jsonl").open()]
+def questions(dataset: Path, count: int) -> list[str]:
+    if (dataset / "queries.jsonl").exists():
+        found = [json.loads(line)["text"] for line in (dataset / "queries.jsonl").open()]
         if len(found) >= count:
             return found[:count]
     rng = random.Random(9)
@@ -277,8 +282,20 @@ def measure(address: str, token: str, warmup: list[str], measured: list[str], li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database")
+    parser.add_argument("--database", help="embedded database of an existing corpus (with --token)")
     parser.add_argument("--token", help="API token of the measured user")
+    parser.add_argument(
+        "--latency-corpus",
+        type=Path,
+        default=LATENCY_CORPUS,
+        help="the corpus bench/latency.py left, used when no --database is given (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=DATASET,
+        help="BEIR SciFact's folder: the questions, and the standalone corpus's texts (default: %(default)s)",
+    )
     parser.add_argument(
         "--standalone", action="store_true", help="build and use the small corpus even if bench-latency.json exists"
     )
@@ -295,8 +312,8 @@ def main() -> None:
 
     if args.database and args.token and not args.standalone:
         corpus, source = {"database": args.database, "token": args.token}, "given"
-    elif LATENCY_CORPUS.exists() and not args.standalone:
-        corpus, source = json.loads(LATENCY_CORPUS.read_text()), str(LATENCY_CORPUS.relative_to(ROOT))
+    elif args.latency_corpus.exists() and not args.standalone:
+        corpus, source = json.loads(args.latency_corpus.read_text()), str(args.latency_corpus)
     else:
         corpus, source = None, "standalone"
     provider = args.embedding_provider or corpus and corpus.get("embedding_provider") or ("fake" if corpus is None else "local")
@@ -312,7 +329,7 @@ def main() -> None:
     }
     setup_django(corpus["database"] if corpus else STANDALONE_DATABASE, embedding)
     if corpus is None:
-        corpus = build_standalone(args.docs)
+        corpus = build_standalone(args.dataset, args.docs)
     from permissions.models import ApiToken
     from permissions.tokens import token_prefix
     from rag.models import Chunk, QueryLog
@@ -326,7 +343,7 @@ def main() -> None:
         f"corpus: {source}, database {corpus['database']}, {chunks} chunks of {model} in the user's team, user {token_row.user.username}"
     )
 
-    all_questions = questions(args.warmup + 2 * args.requests)
+    all_questions = questions(args.dataset, args.warmup + 2 * args.requests)
     gate = {} if args.keep_evidence_gate else {"RAG_ANSWER_MIN_SCORE": "0"}
     stub = ThreadingHTTPServer(("127.0.0.1", 0), StubLLM)
     threading.Thread(target=stub.serve_forever, daemon=True).start()

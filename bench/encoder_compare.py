@@ -11,6 +11,10 @@ does (warm, `encode_query`); batches are SciFact abstracts through `encode` (as 
 relevant abstracts are all among them (whole abstracts, truncated at 256 tokens; no chunking, no
 database: an A/B of the encoders, not the pipeline's figure).
 
+Data: BEIR SciFact (claims and abstracts), by default ../shared/datasets/scifact beside the repository
+(`--dataset`, or the SCIFACT_DIR environment variable).
+Takes: one to three minutes with the defaults; `--quality-docs 500` adds a few minutes per encoder.
+
 Reproduce:  .venv/bin/python bench/encoder_compare.py
             .venv/bin/python bench/encoder_compare.py --rounds 5 --queries 100 --passages 64 --quality-docs 300
 """
@@ -34,13 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from encoder_raw import DEFAULT_CORPUS, load_scifact_passages  # noqa: E402
+from encoder_raw import SCIFACT_DIR, load_scifact_passages  # noqa: E402
 from scifact import ndcg_at  # noqa: E402
 
 from rag.providers.local import load_local_model  # noqa: E402
 from rag.providers.minilm import MiniLMEncoder  # noqa: E402
-
-DATASET = DEFAULT_CORPUS.parent
 
 
 class Int8MiniLM(MiniLMEncoder):
@@ -83,8 +85,8 @@ def load_encoders(names: list[str], threads: int) -> dict[str, MiniLMEncoder]:
     return encoders
 
 
-def claims(n: int) -> list[str]:
-    texts = [json.loads(line)["text"] for line in (DATASET / "queries.jsonl").open()]
+def claims(dataset: Path, n: int) -> list[str]:
+    texts = [json.loads(line)["text"] for line in (dataset / "queries.jsonl").open()]
     return texts[:n]
 
 
@@ -153,15 +155,15 @@ def agreement(encoders: dict[str, MiniLMEncoder], texts: list[str]) -> None:
         print(f"{name:8} max |diff| {np.abs(vectors - reference).max():.2e}, min cosine {cosines.min():.6f}")
 
 
-def quality(encoders: dict[str, MiniLMEncoder], n_docs: int) -> None:
-    corpus = [json.loads(line) for _, line in zip(range(n_docs), (DATASET / "corpus.jsonl").open())]
+def quality(encoders: dict[str, MiniLMEncoder], dataset: Path, n_docs: int) -> None:
+    corpus = [json.loads(line) for _, line in zip(range(n_docs), (dataset / "corpus.jsonl").open())]
     doc_ids = [d["_id"] for d in corpus]
     known = set(doc_ids)
     relevant: dict[str, dict[str, int]] = defaultdict(dict)
-    for line in list((DATASET / "qrels" / "train.tsv").open())[1:]:
+    for line in list((dataset / "qrels" / "train.tsv").open())[1:]:
         qid, did, score = line.split()
         relevant[qid][did] = int(score)
-    texts = {q["_id"]: q["text"] for q in map(json.loads, (DATASET / "queries.jsonl").open())}
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (dataset / "queries.jsonl").open())}
     qids = [q for q, rel in relevant.items() if set(rel) <= known]
     print(
         f"\nvector nDCG@10 on the first {n_docs} abstracts, {len(qids)} training claims whose relevant abstracts are all there:"
@@ -182,6 +184,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads (RAG_LOCAL_ENCODER_THREADS)")
     parser.add_argument("--quality-docs", type=int, default=0, help="also compare nDCG@10 on the first N abstracts")
     parser.add_argument("--encoders", default="numpy,onnx,int8", help="int8 is skipped when its package is not installed")
+    parser.add_argument("--dataset", type=Path, default=SCIFACT_DIR, help="BEIR SciFact's folder (default: %(default)s)")
     args = parser.parse_args()
 
     names = args.encoders.split(",")
@@ -195,13 +198,13 @@ def main() -> None:
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     encoders = load_encoders(names, args.threads)
     # Passages 1000+ so they are not the ones the quality run or encoder_raw.py embed first.
-    passages = load_scifact_passages(1000 + args.passages)[1000:]
-    speed(encoders, claims(args.queries), passages, args.rounds)
+    passages = load_scifact_passages(1000 + args.passages, args.dataset / "corpus.jsonl")[1000:]
+    speed(encoders, claims(args.dataset, args.queries), passages, args.rounds)
     if "numpy" in encoders:
-        agreement(encoders, passages[:32] + claims(32))
+        agreement(encoders, passages[:32] + claims(args.dataset, 32))
     print("load average after the timings: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     if args.quality_docs:
-        quality(encoders, args.quality_docs)
+        quality(encoders, args.dataset, args.quality_docs)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
 """Raw throughput of a local MiniLM encoder on SciFact passages (no Django, no database).
 
+Embeds the first `--n` abstracts (title and text) in one batch after a warm-up and reports passages
+and word pieces per second. bench/encoder_compare.py runs the encoders side by side, which is the
+fairer comparison on shared cores.
+
+Data: BEIR SciFact's corpus.jsonl, by default ../shared/datasets/scifact/corpus.jsonl beside the
+repository (`--corpus`, or the SCIFACT_DIR environment variable for its folder).
+Takes: under a minute.
+
 Reproduce:  .venv/bin/python bench/encoder_raw.py --n 256                   (onnx, 2 threads)
             .venv/bin/python bench/encoder_raw.py --n 256 --encoder numpy
-bench/encoder_compare.py runs the encoders side by side, which is the fairer comparison on shared cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +28,9 @@ if str(ROOT) not in sys.path:
 
 from rag.providers.local import ENCODERS, MAX_SEQ_LENGTH, load_local_model  # noqa: E402
 
-DEFAULT_CORPUS = Path("/work/shared/datasets/scifact/corpus.jsonl")
+# The shared datasets sit beside the repository; SCIFACT_DIR points elsewhere.
+SCIFACT_DIR = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
+DEFAULT_CORPUS = SCIFACT_DIR / "corpus.jsonl"
 
 
 def load_scifact_passages(n: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
@@ -59,7 +69,7 @@ def measure_raw_encoder(texts: list[str], *, encoder: str = "onnx", threads: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=256, help="number of SciFact passages (default 256)")
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact's corpus.jsonl (default: %(default)s)")
     parser.add_argument("--encoder", choices=ENCODERS, default="onnx")
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads (RAG_LOCAL_ENCODER_THREADS)")
     args = parser.parse_args()

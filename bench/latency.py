@@ -1,7 +1,7 @@
-"""rag.search latency over HTTP at 10k and 100k chunks, and vector recall@10 against exact search.
+"""rag.search latency over HTTP at 10k to 1M chunks, and vector recall@10 against exact search.
 
 The corpus is SciFact's abstracts, chunked and embedded with the local MiniLM model by
-bench/scifact.py (run that first: it leaves them in the `cairn_bench` database). To reach
+bench/scifact.py (run that first: it leaves them in the `cairn_bench` database, `--source-database`). To reach
 100k chunks without hours of embedding, the corpus is copied: copy 0 keeps the real vectors,
 later copies add small Gaussian noise to each vector (cosine to the original about 0.95), so
 the index sees clustered, realistic data rather than uniform random points. Documents are
@@ -20,6 +20,15 @@ Recall: the reader's vector ranking by sign bits (rerank of the Hamming-nearest)
 (iterative scans), each against an exact scan of the same scope, and which of them search chooses for the reader.
 Also reported: the time to build the corpus (when it is built by the run), disk per table and for the
 HNSW index, PostgreSQL's memory settings and the proportional set size of its processes after the run.
+The corpus's token and database are left in var/bench-latency-<n>.json (and var/bench-latency.json from 100k up)
+for bench/cold_start.py and bench/answer_ttfb.py.
+
+Data: the chunks and vectors bench/scifact.py indexed (embedded database `--source-database`, default
+cairn_bench), and SciFact's claims as queries, by default from ../shared/datasets/scifact beside the repository
+(`--dataset`, or the SCIFACT_DIR environment variable).
+Takes: on 2 vCPUs, building 100k chunks 7 to 15 minutes (2 GB of disk) and measuring them a few minutes; building
+1M chunks 35 to 55 minutes without the graph's facts and 17 to 26 more with them (21 to 22 GB of disk), measuring
+them about 10.
 
 Reproduce:  .venv/bin/python bench/latency.py --chunks 10000 100000
             .venv/bin/python bench/latency.py --chunks 300000             (10% visible, as every size)
@@ -48,7 +57,9 @@ from answer_cache import stop_serve  # bench/: stops config.serve as Ctrl-C woul
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The shared datasets sit beside the repository; SCIFACT_DIR points elsewhere.
 DATASET = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
+SOURCE_DATABASE = "cairn_bench"  # where bench/scifact.py leaves SciFact's chunks
 MODEL = "all-MiniLM-L6-v2"
 COLLECTIONS = 10
 NOISE = 0.012  # per-dimension sigma on unit vectors of 384 dims: cosine to the original ~0.95
@@ -75,14 +86,14 @@ def setup_django(database: str) -> None:
     django.setup()
 
 
-def source_chunks() -> list[dict]:
+def source_chunks(source_database: str) -> list[dict]:
     """SciFact's indexed chunks (text, offsets, metadata, vector) from bench/scifact.py's database."""
     import psycopg
     from django.db import connection
 
     connection.ensure_connection()  # the embedded backend learns the server's address on connecting
     db = connection.settings_dict
-    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="cairn_bench") as conn:
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=source_database) as conn:
         rows = conn.execute(
             "SELECT d.title, d.text, e.chunk_index, e.chunk_text, e.start_offset, e.end_offset, e.metadata, e.embedding::text "
             "FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id "
@@ -91,7 +102,7 @@ def source_chunks() -> list[dict]:
             [MODEL],
         ).fetchall()
     if not rows:
-        sys.exit("No SciFact chunks in database cairn_bench: run bench/scifact.py first.")
+        sys.exit(f"No SciFact chunks in database {source_database}: run bench/scifact.py --database {source_database} first.")
     docs: dict[str, dict] = {}
     for title, text, index, chunk_text, start, end, metadata, vector in rows:
         # bench/scifact.py titles a document by its corpus id and opens its text with the paper's title
@@ -103,7 +114,7 @@ def source_chunks() -> list[dict]:
     return list(docs.values())
 
 
-def build(chunks: int, *, graph: bool = True) -> dict:
+def build(chunks: int, *, graph: bool = True, source_database: str = SOURCE_DATABASE) -> dict:
     """Create (or reuse) the corpus of exactly `chunks` chunks; returns the reader's token and counts."""
     from django.core.management import call_command
     from django.db import connection
@@ -131,7 +142,7 @@ def build(chunks: int, *, graph: bool = True) -> dict:
         collections = [Collection.objects.create(team=team, name=f"C{i}", default_access=Access.NONE) for i in range(COLLECTIONS)]
         CollectionMembership.objects.create(collection=collections[0], user=reader, role=Role.READ)
         rng = np.random.default_rng(7)
-        source = source_chunks()
+        source = source_chunks(source_database)
         # Each abstract's keyword columns, as indexing computes them before writing its chunks: once, for every copy.
         keywords = [
             keyword_columns(chunks=[(src["title"], c[1], c[4].get("heading_path", [])) for c in src["chunks"]]) for src in source
@@ -391,8 +402,8 @@ def wait_for_reconciliation(process: subprocess.Popen) -> None:
     print(f"  server up; the worker's start-up reconciliation ended {time.monotonic() - started:.1f} s after it answered")
 
 
-def load_queries() -> list[str]:
-    return [json.loads(line)["text"] for line in (DATASET / "queries.jsonl").open()]
+def load_queries(dataset: Path = DATASET) -> list[str]:
+    return [json.loads(line)["text"] for line in (dataset / "queries.jsonl").open()]
 
 
 def measure_http(port: int, token: str, queries: list[str], per_mode: int) -> dict:
@@ -503,6 +514,14 @@ def measure_split(user, queries: list[str], weights: tuple[float, ...] | None = 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument(
+        "--dataset", type=Path, default=DATASET, help="BEIR SciFact's folder, for its claims (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--source-database",
+        default=SOURCE_DATABASE,
+        help="embedded database bench/scifact.py indexed SciFact into (default: %(default)s)",
+    )
     parser.add_argument("--queries", type=int, default=150, help="queries per mode over HTTP (five modes)")
     parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--storage-only", action="store_true", help="build or reuse the corpus, report disk and memory only")
@@ -530,6 +549,10 @@ def main() -> None:
                     str(args.queries),
                     "--recall-queries",
                     str(args.recall_queries),
+                    "--dataset",
+                    str(args.dataset),
+                    "--source-database",
+                    args.source_database,
                     *(["--storage-only"] if args.storage_only else []),
                     *(["--no-graph"] if args.no_graph else []),
                     *(["--walk-rows", *map(str, args.walk_rows)] if args.walk_rows else []),
@@ -542,7 +565,7 @@ def main() -> None:
     quiet_http_logs()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     started = time.perf_counter()
-    corpus = build(chunks, graph=not args.no_graph)
+    corpus = build(chunks, graph=not args.no_graph, source_database=args.source_database)
     print(f"corpus ready in {time.perf_counter() - started:.0f}s (built now, or reused)")
     if args.storage_only:
         print_storage(storage())
@@ -550,7 +573,7 @@ def main() -> None:
     from permissions.models import User
 
     user = User.objects.get(username=corpus["user"])
-    queries = load_queries()
+    queries = load_queries(args.dataset)
     (ROOT / "var").mkdir(exist_ok=True)
     (ROOT / "var" / f"bench-latency-{chunks}.json").write_text(json.dumps(corpus))
     if chunks >= 100_000:

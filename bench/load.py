@@ -1,13 +1,20 @@
 """Mixed load against a running Cairn: N clients searching, asking, creating and updating for a fixed time.
 
-    python bench/load.py --url http://127.0.0.1:8000 --token cairn_... [--clients 16] [--seconds 60]
-
 Each client loops over a weighted mix — rag.search (hybrid) 50%, rag.answer 20%, documents.create
 15% (with an Idempotency-Key), documents.update of a document it created 15% — with questions drawn
 from the demo corpus's topics, so the query-embedding cache rarely hits. Reports requests, errors
 (any response that is not 200, or a transport error) and p50/p95/p99 latency per operation and
-overall. Start the server with throttles raised (API_THROTTLE_USER=1000000/min
-API_THROTTLE_RAG=1000000/min make run), or the throttles are what is measured.
+overall. Start the server with throttles raised, or the throttles are what is measured; `--demo`
+prints alice's token:
+
+    API_THROTTLE_USER=1000000/min API_THROTTLE_RAG=1000000/min API_THROTTLE_ANON=1000000/min \
+      .venv/bin/python -m config.serve --demo --bind 127.0.0.1:8765
+
+Data: the server's own (start from a fresh database with the demo documents); the questions and the
+documents written are generated from a list of the demo's topics.
+Takes: `--seconds` (default 60), plus the clients' last requests.
+
+Reproduce:  .venv/bin/python bench/load.py --url http://127.0.0.1:8765 --token cairn_... --clients 16 --seconds 60
 """
 
 from __future__ import annotations
@@ -82,7 +89,7 @@ class Client(threading.Thread):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--token", required=True)
     parser.add_argument("--clients", type=int, default=16)

@@ -11,7 +11,11 @@
 3. The search log's row alone, median of 300 writes: as written (a transaction whose commit does
    not wait for the WAL flush) and as a plain autocommit INSERT would be.
 
-Reproduce:  .venv/bin/python bench/metrics_overhead.py [--searches 300] [--docs 200]
+Data: a synthetic corpus of `--docs` documents, indexed with the fake embedding provider into the
+embedded database cairn_bench_metrics; nothing to download.
+Takes: a few minutes with `--rounds 30`.
+
+Reproduce:  .venv/bin/python bench/metrics_overhead.py --rounds 30 [--searches 300] [--docs 200]
 """
 
 from __future__ import annotations
@@ -179,7 +183,7 @@ def search_log_row_ms(writes: int = 300) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--searches", type=int, default=300, help="searches per arm (on, off)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--docs", type=int, default=200)

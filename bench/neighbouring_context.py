@@ -6,8 +6,11 @@ neighbour in its own section, asks what an answer would: is it cut at its end or
 widening within RAG_ANSWER_CONTEXT_TOKENS (one chunk on each side) complete the thought? No database:
 the neighbours are the chunker's own, the text around them the file's.
 
-Reproduce:  .venv/bin/python bench/neighbouring_context.py [FILE ...]   (default: this repository's
-README, docs and the shared design documents)
+Data: the markdown files given, by default this repository's README.md and docs/*.md.
+Takes: seconds.
+
+Reproduce:  .venv/bin/python bench/neighbouring_context.py [FILE ...]
+            .venv/bin/python bench/neighbouring_context.py README.md docs/*.md ../shared/DESIGN.md ../shared/STYLE.md ../shared/seeds/*.txt
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from rag.providers.local import MAX_SEQ_LENGTH  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="markdown files (default: README.md and docs/*.md)")
     args = parser.parse_args()
     files = args.files or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     budget = settings.RAG_ANSWER_CONTEXT_TOKENS

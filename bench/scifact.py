@@ -3,11 +3,19 @@
 Loads the corpus as documents of one team, indexes them with the real indexing service
 (chunking, embedding with the configured provider, database writes), times that against
 the raw encoder on the same inputs, then runs every training query through the real
-search code in each mode and reports nDCG@10 and Recall@100.
+search code in each mode and reports nDCG@10 and Recall@100 (and each on two halves of the
+claims, alternate ids, for held-out checks of a setting).
 
-Reproduce:  .venv/bin/python bench/scifact.py            (full corpus, local MiniLM; about an hour on 2 cores)
-            .venv/bin/python bench/scifact.py --docs 600 --skip-quality   (throughput only)
-            .venv/bin/python bench/scifact.py --skip-throughput        (quality again on the indexed corpus)
+Data: BEIR SciFact, train split (5,183 abstracts, 809 claims with judgements), by default
+../shared/datasets/scifact beside the repository (`--dataset`, or the SCIFACT_DIR environment
+variable). The index is kept in the embedded database `--database` (default cairn_bench), which
+bench/latency.py copies its corpus from.
+Takes: 10 to 15 minutes to index and evaluate with the onnx encoder on 2 vCPUs; `--skip-throughput`
+(evaluate the kept index again) a few minutes.
+
+Reproduce:  .venv/bin/python bench/scifact.py                      (index the full corpus, then evaluate)
+            .venv/bin/python bench/scifact.py --skip-throughput    (quality again on the indexed corpus)
+            .venv/bin/python bench/scifact.py --database cairn_bench_tp --docs 300 --throughput-docs 300 --skip-quality   (throughput only)
 """
 
 from __future__ import annotations
@@ -24,15 +32,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-os.environ.setdefault("CAIRN_EMBEDDED_DATABASE", "cairn_bench")
+# The shared datasets sit beside the repository; SCIFACT_DIR points elsewhere.
 DATASET = Path(os.environ.get("SCIFACT_DIR", ROOT.parent / "shared" / "datasets" / "scifact"))
 
 
-def load_dataset(limit: int | None):
-    corpus = [json.loads(line) for line in (DATASET / "corpus.jsonl").open()]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (DATASET / "queries.jsonl").open())}
+def load_dataset(dataset: Path, limit: int | None):
+    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (dataset / "queries.jsonl").open())}
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    for line in list((DATASET / "qrels" / "train.tsv").open())[1:]:
+    for line in list((dataset / "qrels" / "train.tsv").open())[1:]:
         qid, did, score = line.split()
         qrels[qid][did] = int(score)
     return corpus[:limit] if limit else corpus, queries, qrels
@@ -52,6 +60,12 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", type=Path, default=DATASET, help="BEIR SciFact's folder (default: %(default)s)")
+    parser.add_argument(
+        "--database",
+        default=os.environ.get("CAIRN_EMBEDDED_DATABASE", "cairn_bench"),
+        help="embedded database that keeps the index (default: %(default)s)",
+    )
     parser.add_argument("--docs", type=int, default=None, help="index only the first N abstracts")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--throughput-docs", type=int, default=600, help="abstracts timed for the throughput figure")
@@ -61,6 +75,7 @@ def main() -> None:
         "--limit", type=int, default=100, help="hits per search (Recall@100 needs 100; 10 fuses what a 10-hit page fuses)"
     )
     args = parser.parse_args()
+    os.environ["CAIRN_EMBEDDED_DATABASE"] = args.database
 
     import django
 
@@ -77,7 +92,7 @@ def main() -> None:
     from rag.providers.embeddings import get_embedding_provider
     from rag.retrieval.search import search
 
-    corpus, queries, qrels = load_dataset(args.docs)
+    corpus, queries, qrels = load_dataset(args.dataset, args.docs)
     provider = get_embedding_provider()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"model: {provider.model_id} ({settings.RAG_EMBEDDING_PROVIDER}), corpus: {len(corpus)} abstracts")

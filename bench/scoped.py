@@ -14,7 +14,9 @@ limit 10, threshold 0: p50 / p95 of the whole search and of its `vector_ms` stag
 (fewer than 10 results). Recall@10 compares the vector ranking through the HNSW index with an exact
 scan of the same scope.
 
-The corpus is built once into its own embedded database (`cairn_bench_scoped_<chunks>`) and reused.
+Data: generated (seeded); nothing to download. The corpus is built once into its own embedded database
+(`cairn_bench_scoped_<chunks>`, with a manifest in var/) and reused.
+Takes: building 100k chunks some minutes, once; measuring a few minutes.
 
 Reproduce:  .venv/bin/python bench/scoped.py --chunks 100000
 """

@@ -6,8 +6,19 @@ configured provider, keyword postings and the knowledge graph's facts), then run
 questions through the real search code and reports Recall@2 and Recall@5 over distinct paragraphs
 for vector, keyword, graph, hybrid without the graph (weights 1,1,0) and hybrid with it.
 
+Data: 2WikiMultiHopQA as the HippoRAG papers use it (6,119 paragraphs, the first 500 of its 1,000
+questions), by default ../shared/datasets/2wiki beside the repository (`--dataset`, or the
+TWOWIKI_DIR environment variable). MuSiQue and HotpotQA in ../shared/datasets/ have the same layout
+(corpus.jsonl, queries.train.jsonl, qrels.train.tsv) and run the same way, each into its own database.
+The index is kept in the embedded database `--database` (default cairn_bench_2wiki), which
+bench/graph_overhead.py reads.
+Takes: about 5 minutes to index 2Wiki with the onnx encoder on 2 vCPUs (HotpotQA under 3, MuSiQue about
+15), and a minute or two to evaluate the five modes (`--skip-index`).
+
 Reproduce:  .venv/bin/python bench/twowiki.py                  (index, then evaluate; local MiniLM)
             .venv/bin/python bench/twowiki.py --skip-index     (evaluate again on the indexed corpus)
+            .venv/bin/python bench/twowiki.py --dataset ../shared/datasets/musique --database cairn_bench_musique
+            .venv/bin/python bench/twowiki.py --dataset ../shared/datasets/hotpotqa --database cairn_bench_hotpotqa
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-os.environ.setdefault("CAIRN_EMBEDDED_DATABASE", "cairn_bench_2wiki")
+# The shared datasets sit beside the repository; TWOWIKI_DIR points elsewhere.
 DATASET = Path(os.environ.get("TWOWIKI_DIR", ROOT.parent / "shared" / "datasets" / "2wiki"))
 
 # mode name -> (search mode, hybrid weights)
@@ -36,14 +47,18 @@ MODES = {
 }
 
 
-def load_dataset() -> tuple[list[dict], dict[str, str], dict[str, set[str]]]:
-    corpus = [json.loads(line) for line in (DATASET / "corpus.jsonl").open()]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (DATASET / "queries.train.jsonl").open())}
+def load_dataset(dataset: Path) -> tuple[list[dict], dict[str, str], dict[str, set[str]]]:
+    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (dataset / "queries.train.jsonl").open())}
     qrels: dict[str, set[str]] = defaultdict(set)
-    for line in (DATASET / "qrels.train.tsv").open():
+    for line in (dataset / "qrels.train.tsv").open():
         qid, did, _ = line.split("\t")
         qrels[qid].add(did)
     return corpus, queries, qrels
+
+
+def document_text(paragraph: dict) -> str:
+    return f"# {paragraph['title']}\n\n{paragraph['text']}"
 
 
 def recall_at(ranked: list[str], relevant: set[str], k: int) -> float:
@@ -52,10 +67,17 @@ def recall_at(ranked: list[str], relevant: set[str], k: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", type=Path, default=DATASET, help="the corpus, questions and qrels (default: %(default)s)")
+    parser.add_argument(
+        "--database",
+        default=os.environ.get("CAIRN_EMBEDDED_DATABASE", "cairn_bench_2wiki"),
+        help="embedded database that keeps the index (default: %(default)s)",
+    )
     parser.add_argument("--skip-index", action="store_true", help="reuse the indexed corpus")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--queries", type=int, default=None, help="evaluate only the first N questions")
     args = parser.parse_args()
+    os.environ["CAIRN_EMBEDDED_DATABASE"] = args.database
 
     import django
 
@@ -72,10 +94,10 @@ def main() -> None:
     from rag.providers.embeddings import get_embedding_provider
     from rag.retrieval.search import search
 
-    corpus, queries, qrels = load_dataset()
+    corpus, queries, qrels = load_dataset(args.dataset)
     provider = get_embedding_provider()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
-    print(f"model: {provider.model_id} ({settings.RAG_EMBEDDING_PROVIDER}), corpus: {len(corpus)} paragraphs")
+    print(f"model: {provider.model_id} ({settings.RAG_EMBEDDING_PROVIDER}), corpus: {len(corpus)} paragraphs of {args.dataset}")
     team = Team.objects.filter(name="2Wiki").first() or Team.objects.create(name="2Wiki")
     user = User.objects.filter(username="2wiki-reader").first() or User.objects.create(username="2wiki-reader", team=team)
     collection = Collection.objects.filter(team=team).first() or Collection.objects.create(
@@ -92,7 +114,7 @@ def main() -> None:
                     team=team,
                     collection=collection,
                     title=p["title"],
-                    text=f"# {p['title']}\n\n{p['text']}",
+                    text=document_text(p),
                     published_at=now,
                     created_at=now,
                     updated_at=now,
@@ -109,8 +131,11 @@ def main() -> None:
             print(f"  indexed {min(i + 64, len(ids))}/{len(ids)} paragraphs", file=sys.stderr, flush=True)
         print(f"indexed {len(ids)} paragraphs, {chunks} chunks, in {time.perf_counter() - started:.0f}s", flush=True)
 
-    title_to_id = {p["title"]: p["_id"] for p in corpus}
-    doc_to_corpus = {pk: title_to_id.get(title) for pk, title in Document.objects.filter(team=team).values_list("pk", "title")}
+    # By the whole text, not the title: MuSiQue has paragraphs that share a title.
+    text_to_id = {document_text(p): p["_id"] for p in corpus}
+    doc_to_corpus = {pk: text_to_id.get(text) for pk, text in Document.objects.filter(team=team).values_list("pk", "text")}
+    if unmatched := sum(corpus_id is None for corpus_id in doc_to_corpus.values()):
+        print(f"warning: {unmatched} of the team's documents match no paragraph of {args.dataset}", flush=True)
     evaluated = [q for q in sorted(queries) if q in qrels][: args.queries]
     for name in args.modes.split(","):
         mode, weights = MODES[name]
