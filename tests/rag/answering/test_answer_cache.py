@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from django.http import StreamingHttpResponse
+from pytest_django import Settings
 
+from documents.models import Document
 from documents.services import (
     collection_membership_remove,
     collection_membership_set,
@@ -22,25 +27,33 @@ from rag.answering.answer import answer_complete, answer_question
 from rag.indexing.pipeline import index_documents
 from rag.models import Feedback, QueryLog
 from rag.providers.errors import TransientProviderError
+from rag.providers.fakes import FakeLLM
+from tests.conftest import Api, ApiFor, Cast
 from tests.rag.api.test_answer_api import events_of
+
+if TYPE_CHECKING:
+    # Imported for annotations only: a module-level TestBroker is a class pytest tries to collect.
+    from tests.conftest import TestBroker
 
 QUESTION = "What do owls hunt at night?"
 SECRET_QUESTION = "What is the barn code?"
 
 
-def ask(api, query: str = QUESTION, **body) -> dict:
+def ask(api: Api, query: str = QUESTION, **body: object) -> dict[str, Any]:
     response = api.post("rag.answer", {"query": query, **body})
     assert response.status_code == 200, response.content
     return response.json()["data"]
 
 
 @pytest.fixture
-def missed_signals(monkeypatch):
+def missed_signals(monkeypatch: pytest.MonkeyPatch) -> None:
     """No change gives the team a new cache token: only the check in SQL stands between a cached answer and the asker."""
     monkeypatch.setattr(receivers, "team_changed", lambda team_id: None)
 
 
-def test_a_repeated_question_is_answered_from_the_cache_without_the_llm(cast, api_for, corpus, fake_llm):
+def test_a_repeated_question_is_answered_from_the_cache_without_the_llm(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     first, second = ask(bob), ask(bob)
     assert len(fake_llm.calls) == 1
@@ -50,7 +63,9 @@ def test_a_repeated_question_is_answered_from_the_cache_without_the_llm(cast, ap
     assert set(second["latency"]) == {"cacheMs", "totalMs"}
 
 
-def test_a_cached_answer_is_logged_as_an_answer_of_its_own_that_takes_feedback(cast, api_for, corpus, fake_llm):
+def test_a_cached_answer_is_logged_as_an_answer_of_its_own_that_takes_feedback(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     first, second = ask(bob), ask(bob)
     assert second["id"] != first["id"]
@@ -61,7 +76,9 @@ def test_a_cached_answer_is_logged_as_an_answer_of_its_own_that_takes_feedback(c
     assert Feedback.objects.get().query_log_id == log.pk
 
 
-def test_questions_differing_only_in_spacing_share_an_answer(cast, api_for, corpus, fake_llm):
+def test_questions_differing_only_in_spacing_share_an_answer(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     assert ask(bob, f"  {QUESTION.replace(' ', '   ')} ")["cached"] is True
@@ -71,7 +88,9 @@ def test_questions_differing_only_in_spacing_share_an_answer(cast, api_for, corp
 @pytest.mark.parametrize(
     "body", [{"limit": 1}, {"query": QUESTION.lower()}, {"documentId": "owls"}, {"collectionId": "handbook"}]
 )
-def test_another_limit_case_or_scope_is_another_question(cast, api_for, corpus, fake_llm, body):
+def test_another_limit_case_or_scope_is_another_question(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, body: dict[str, Any]
+) -> None:
     scope = {"owls": str(corpus["owls"].pk), "handbook": str(cast.handbook.pk)}
     body = {key: scope.get(value, value) for key, value in body.items()}
     bob = api_for(cast.bob)
@@ -80,7 +99,9 @@ def test_another_limit_case_or_scope_is_another_question(cast, api_for, corpus, 
     assert len(fake_llm.calls) == 2
 
 
-def test_a_stream_is_answered_from_the_cache_with_the_same_events(cast, api_for, corpus, fake_llm):
+def test_a_stream_is_answered_from_the_cache_with_the_same_events(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     fresh = events_of(bob.post("rag.answer", {"query": QUESTION, "stream": True}))
     cached = events_of(bob.post("rag.answer", {"query": QUESTION, "stream": True}))
@@ -96,7 +117,9 @@ def test_a_stream_is_answered_from_the_cache_with_the_same_events(cast, api_for,
     assert done["id"] == metadata["id"] != fresh[-1][1]["id"]
 
 
-def test_a_json_answer_serves_a_stream_and_the_other_way_round(cast, api_for, corpus, fake_llm):
+def test_a_json_answer_serves_a_stream_and_the_other_way_round(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     assert events_of(bob.post("rag.answer", {"query": QUESTION, "stream": True}))[-1][1]["cached"] is True
@@ -105,7 +128,9 @@ def test_a_json_answer_serves_a_stream_and_the_other_way_round(cast, api_for, co
     assert len(fake_llm.calls) == 2
 
 
-def test_the_mcp_answer_tool_answers_a_repeated_question_from_the_cache(cast, corpus, fake_llm):
+def test_the_mcp_answer_tool_answers_a_repeated_question_from_the_cache(
+    cast: Cast, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     from rag.mcp.tools import call
 
     first, again = (call("answer", user=cast.bob, arguments={"query": QUESTION})["data"] for _ in range(2))
@@ -113,7 +138,9 @@ def test_the_mcp_answer_tool_answers_a_repeated_question_from_the_cache(cast, co
     assert len(fake_llm.calls) == 1
 
 
-def test_one_users_cached_answer_is_never_served_to_another(cast, api_for, corpus, fake_llm):
+def test_one_users_cached_answer_is_never_served_to_another(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob_answer = ask(api_for(cast.bob), "owls hunt mice in the barn")
     for user, titles in [(cast.charlie, {"Their owls"}), (cast.alice, {"Owls", "Secret owls"})]:
         data = ask(api_for(user), "owls hunt mice in the barn")
@@ -123,7 +150,9 @@ def test_one_users_cached_answer_is_never_served_to_another(cast, api_for, corpu
     assert len(fake_llm.calls) == 3
 
 
-def test_an_edited_document_is_answered_afresh(cast, api_for, corpus, fake_llm):
+def test_an_edited_document_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     assert "mice" in ask(bob)["answer"]
     document_update(document=corpus["owls"], text="# Owls\n\nOwls hunt voles at night in the meadow.")
@@ -134,14 +163,18 @@ def test_an_edited_document_is_answered_afresh(cast, api_for, corpus, fake_llm):
     assert ask(bob)["cached"] is True
 
 
-def test_an_edit_not_indexed_yet_is_not_answered_from_the_old_version(cast, api_for, corpus, fake_llm, missed_signals):
+def test_an_edit_not_indexed_yet_is_not_answered_from_the_old_version(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, missed_signals: None
+) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     document_update(document=corpus["owls"], text="# Owls\n\nOwls hunt voles at night in the meadow.")
     assert ask(bob)["cached"] is False, "the cited version is not the document's any more"
 
 
-def test_a_renamed_document_is_answered_afresh(cast, api_for, corpus, fake_llm, missed_signals):
+def test_a_renamed_document_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, missed_signals: None
+) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     document_update(document=corpus["owls"], title="Night birds")
@@ -150,7 +183,9 @@ def test_a_renamed_document_is_answered_afresh(cast, api_for, corpus, fake_llm, 
 
 
 @pytest.mark.parametrize("signals", ["sent", "missed"])
-def test_a_revoked_membership_is_honoured_on_the_very_next_request(cast, api_for, corpus, fake_llm, monkeypatch, signals):
+def test_a_revoked_membership_is_honoured_on_the_very_next_request(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, signals: str
+) -> None:
     collection_membership_set(collection=cast.private, user=cast.bob)
     bob = api_for(cast.bob)
     assert "4711" in ask(bob, SECRET_QUESTION)["answer"]
@@ -162,11 +197,15 @@ def test_a_revoked_membership_is_honoured_on_the_very_next_request(cast, api_for
     body = response.content.decode()
     assert response.status_code == 200 and response.json()["data"]["cached"] is False
     assert "4711" not in body and "Secret owls" not in body and str(corpus["secret"].pk) not in body
-    stream = b"".join(bob.post("rag.answer", {"query": SECRET_QUESTION, "stream": True}).streaming_content).decode()
+    streamed = bob.post("rag.answer", {"query": SECRET_QUESTION, "stream": True})
+    assert isinstance(streamed, StreamingHttpResponse), streamed
+    stream = b"".join(streamed.streaming_content).decode()
     assert "4711" not in stream and str(corpus["secret"].pk) not in stream
 
 
-def test_a_revoked_document_membership_is_honoured_on_the_very_next_request(cast, api_for, corpus, fake_llm, missed_signals):
+def test_a_revoked_document_membership_is_honoured_on_the_very_next_request(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, missed_signals: None
+) -> None:
     document_membership_set(document=corpus["secret"], user=cast.bob)
     bob = api_for(cast.bob)
     ask(bob, SECRET_QUESTION)
@@ -175,8 +214,10 @@ def test_a_revoked_document_membership_is_honoured_on_the_very_next_request(cast
     assert "4711" not in json.dumps(ask(bob, SECRET_QUESTION))
 
 
-def test_leaving_a_group_is_honoured_on_the_very_next_request(cast, api_for, corpus, fake_llm):
-    group = Group.objects.create(team=cast.alice.team, name="Barn keepers")
+def test_leaving_a_group_is_honoured_on_the_very_next_request(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
+    group = Group.objects.create(team=cast.private.team, name="Barn keepers")
     group.members.add(cast.bob)
     collection_membership_set(collection=cast.private, group=group)
     bob = api_for(cast.bob)
@@ -188,7 +229,9 @@ def test_leaving_a_group_is_honoured_on_the_very_next_request(cast, api_for, cor
 
 
 @pytest.mark.parametrize("signals", ["sent", "missed"])
-def test_a_collection_closed_to_the_team_is_honoured_on_the_very_next_request(cast, api_for, corpus, fake_llm, request, signals):
+def test_a_collection_closed_to_the_team_is_honoured_on_the_very_next_request(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, request: pytest.FixtureRequest, signals: str
+) -> None:
     if signals == "missed":
         request.getfixturevalue("missed_signals")
     bob = api_for(cast.bob)
@@ -199,7 +242,9 @@ def test_a_collection_closed_to_the_team_is_honoured_on_the_very_next_request(ca
     assert data["cached"] is False and data["citations"] == [] and "mice" not in data["answer"]
 
 
-def test_a_collection_opened_to_the_team_is_answered_afresh(cast, api_for, corpus, fake_llm):
+def test_a_collection_opened_to_the_team_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     assert "4711" not in ask(bob, SECRET_QUESTION)["answer"]
     cast.private.default_access = Access.READ
@@ -208,7 +253,9 @@ def test_a_collection_opened_to_the_team_is_answered_afresh(cast, api_for, corpu
     assert data["cached"] is False and "4711" in data["answer"]
 
 
-def test_a_scope_the_asker_can_no_longer_see_is_not_found_even_when_cached(cast, api_for, corpus, fake_llm, missed_signals):
+def test_a_scope_the_asker_can_no_longer_see_is_not_found_even_when_cached(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, missed_signals: None
+) -> None:
     collection_membership_set(collection=cast.private, user=cast.bob)
     bob = api_for(cast.bob)
     body = {"query": SECRET_QUESTION, "collectionId": str(cast.private.pk)}
@@ -219,7 +266,9 @@ def test_a_scope_the_asker_can_no_longer_see_is_not_found_even_when_cached(cast,
     assert response.status_code == 404 and response.json()["error"] == "not_found"
 
 
-def test_a_new_document_that_answers_ends_a_cached_insufficient_answer(cast, api_for, corpus, fake_llm):
+def test_a_new_document_that_answers_ends_a_cached_insufficient_answer(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     """Insufficient answers are cached too: they are the answer over those documents, until the documents change."""
     bob = api_for(cast.bob)
     question = "What is quantum chromodynamics on a lattice?"
@@ -238,7 +287,9 @@ def test_a_new_document_that_answers_ends_a_cached_insufficient_answer(cast, api
     assert data["citations"][0]["document"]["title"] == "Lattice QCD"
 
 
-def test_an_answer_given_while_a_document_was_indexed_is_not_kept_once_its_chunks_are_in(cast, api_for, corpus, fake_llm):
+def test_an_answer_given_while_a_document_was_indexed_is_not_kept_once_its_chunks_are_in(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     bob = api_for(cast.bob)
     question = "What is quantum chromodynamics on a lattice?"
     doc = document_create(
@@ -265,7 +316,9 @@ def test_an_answer_given_while_a_document_was_indexed_is_not_kept_once_its_chunk
         ("RAG_RERANK_MODEL", "fake-rerank"),
     ],
 )
-def test_a_model_or_answer_setting_change_is_answered_afresh(cast, api_for, corpus, fake_llm, settings, name, value):
+def test_a_model_or_answer_setting_change_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings, name: str, value: object
+) -> None:
     bob = api_for(cast.bob)
     key_before = answer_cache.answer_settings()
     ask(bob)
@@ -274,14 +327,18 @@ def test_a_model_or_answer_setting_change_is_answered_afresh(cast, api_for, corp
     assert ask(bob)["cached"] is False
 
 
-def test_a_changed_prompt_is_answered_afresh(cast, api_for, corpus, fake_llm, monkeypatch):
+def test_a_changed_prompt_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     monkeypatch.setattr(answer_cache, "SYSTEM_PROMPT", answer_cache.SYSTEM_PROMPT + "\n- Answer in French.")
     assert ask(bob)["cached"] is False and len(fake_llm.calls) == 2
 
 
-def test_an_answer_after_an_llm_failure_is_not_cached(cast, api_for, corpus, fake_llm):
+def test_an_answer_after_an_llm_failure_is_not_cached(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     fake_llm.failures = [TransientProviderError("503"), TransientProviderError("503 again")]
     bob = api_for(cast.bob)
     assert ask(bob)["mode"] == "extractive"
@@ -290,15 +347,16 @@ def test_an_answer_after_an_llm_failure_is_not_cached(cast, api_for, corpus, fak
     assert ask(bob)["cached"] is True
 
 
-def test_a_stream_the_reader_left_is_not_cached(cast, corpus, fake_llm):
+def test_a_stream_the_reader_left_is_not_cached(cast: Cast, corpus: dict[str, Document], fake_llm: FakeLLM) -> None:
     events = answer_question(user=cast.bob, query=QUESTION)
     assert next(events).name == "token"
+    assert isinstance(events, Generator), "a reader leaves by closing the stream's generator"
     events.close()
     assert answer_complete(answer_question(user=cast.bob, query=QUESTION)).cached is False
     assert len(fake_llm.calls) == 2
 
 
-def test_errors_are_not_cached(cast, api_for, corpus, fake_llm):
+def test_errors_are_not_cached(cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM) -> None:
     bob = api_for(cast.bob)
     body = {"query": QUESTION, "documentId": str(corpus["secret"].pk)}
     assert bob.post("rag.answer", body).status_code == 404
@@ -306,14 +364,18 @@ def test_errors_are_not_cached(cast, api_for, corpus, fake_llm):
     assert bob.post("rag.answer", body).json()["data"]["cached"] is False
 
 
-def test_with_the_cache_off_every_question_is_answered_afresh(cast, api_for, corpus, fake_llm, settings):
+def test_with_the_cache_off_every_question_is_answered_afresh(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.RAG_ANSWER_CACHE = False
     bob = api_for(cast.bob)
     assert [ask(bob)["cached"] for _ in range(2)] == [False, False]
     assert len(fake_llm.calls) == 2
 
 
-def test_entries_expire_after_the_ttl(cast, api_for, corpus, fake_llm, settings):
+def test_entries_expire_after_the_ttl(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.RAG_ANSWER_CACHE_TTL = 1
     bob = api_for(cast.bob)
     ask(bob)
@@ -321,7 +383,9 @@ def test_entries_expire_after_the_ttl(cast, api_for, corpus, fake_llm, settings)
     assert ask(bob)["cached"] is False
 
 
-def test_the_cache_works_on_redis(cast, api_for, corpus, fake_llm, settings, test_broker):
+def test_the_cache_works_on_redis(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings, test_broker: TestBroker
+) -> None:
     """Production's cache (make run, docker-compose): Redis, through the cache that misses when Redis is down."""
     settings.CACHES = {"default": {"BACKEND": "config.cache.TolerantRedisCache", "LOCATION": test_broker.redis_url}}
     collection_membership_set(collection=cast.private, user=cast.bob)
@@ -333,7 +397,9 @@ def test_the_cache_works_on_redis(cast, api_for, corpus, fake_llm, settings, tes
     assert data["cached"] is False and data["mode"] == "insufficient" and "4711" not in json.dumps(data)
 
 
-def test_a_cache_that_is_down_answers_as_a_miss(cast, api_for, corpus, fake_llm, settings):
+def test_a_cache_that_is_down_answers_as_a_miss(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.CACHES = {
         "default": {
             "BACKEND": "config.cache.TolerantRedisCache",
@@ -353,14 +419,14 @@ def test_a_cache_that_is_down_answers_as_a_miss(cast, api_for, corpus, fake_llm,
         ("RAG_ANSWER_CACHE_TTL", "an hour", "RAG_ANSWER_CACHE_TTL"),
     ],
 )
-def test_a_bad_answer_cache_setting_fails_at_start_up(name, value, message):
+def test_a_bad_answer_cache_setting_fails_at_start_up(name: str, value: str, message: str) -> None:
     from tests.test_project import run_settings
 
     result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", **{name: value})
     assert result.returncode != 0 and message in result.stderr
 
 
-def test_a_tag_filter_is_another_question(cast, api_for, corpus, fake_llm):
+def test_a_tag_filter_is_another_question(cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM) -> None:
     bob = api_for(cast.bob)
     ask(bob)
     assert ask(bob, tags=["birds"])["cached"] is False

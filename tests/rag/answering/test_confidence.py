@@ -6,13 +6,18 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from django.http import StreamingHttpResponse
 from django.utils import timezone
+from pytest_django import Settings
 
 from documents.models import Document
 from rag.answering.confidence import Evidence, assess_confidence
 from rag.mcp import tools
+from rag.providers.fakes import FakeLLM
+from tests.conftest import Api, ApiFor, Cast
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 FRESH, OLD = NOW - timedelta(days=10), NOW - timedelta(days=400)
@@ -21,7 +26,7 @@ A, B = uuid.UUID(int=1), uuid.UUID(int=2)
 THRESHOLD = 0.25
 
 
-def level(*evidence: tuple, stale_after_days: int = 365) -> str:
+def level(*evidence: tuple[float, uuid.UUID, datetime | None], stale_after_days: int = 365) -> str:
     items = [Evidence(similarity=s, document_id=d, version_time=t) for s, d, t in evidence]
     return assess_confidence(items, threshold=THRESHOLD, stale_after_days=stale_after_days, now=NOW).level
 
@@ -36,47 +41,47 @@ def level(*evidence: tuple, stale_after_days: int = 365) -> str:
         (((0.9, A, FRESH), (0.3, A, FRESH)), "high"),
     ],
 )
-def test_each_level_on_hand_made_evidence(evidence, expected):
+def test_each_level_on_hand_made_evidence(evidence: tuple[tuple[float, uuid.UUID, datetime | None], ...], expected: str) -> None:
     assert level(*evidence) == expected
 
 
-def test_a_closer_best_passage_raises_the_level():
+def test_a_closer_best_passage_raises_the_level() -> None:
     assert level((0.3, A, FRESH)) == "low"
     assert level((0.45, A, FRESH)) == "medium"
 
 
-def test_one_passage_alone_is_at_most_medium_and_a_second_makes_it_high():
+def test_one_passage_alone_is_at_most_medium_and_a_second_makes_it_high() -> None:
     assert level((0.9, A, FRESH)) == "medium"
     assert level((0.9, A, FRESH), (0.3, A, FRESH)) == "high"
 
 
-def test_a_passage_below_the_threshold_supports_nothing():
+def test_a_passage_below_the_threshold_supports_nothing() -> None:
     assert level((0.9, A, FRESH), (0.2, B, FRESH)) == "medium"
 
 
-def test_a_second_document_raises_the_level_one_step():
+def test_a_second_document_raises_the_level_one_step() -> None:
     assert level((0.45, A, FRESH), (0.3, A, FRESH)) == "medium"
     assert level((0.45, A, FRESH), (0.3, B, FRESH)) == "high"
     assert level((0.3, A, FRESH), (0.26, A, FRESH)) == "low"
     assert level((0.3, A, FRESH), (0.26, B, FRESH)) == "medium"
 
 
-def test_old_evidence_lowers_the_level_one_step_but_never_below_low():
+def test_old_evidence_lowers_the_level_one_step_but_never_below_low() -> None:
     assert level((0.9, A, OLD), (0.3, A, OLD)) == "medium"
     assert level((0.45, A, OLD)) == "low"
     assert level((0.3, A, OLD)) == "low"
 
 
-def test_one_recent_supporting_version_is_enough_to_count_as_recent():
+def test_one_recent_supporting_version_is_enough_to_count_as_recent() -> None:
     assert level((0.9, A, OLD), (0.3, A, FRESH)) == "high"
 
 
-def test_recency_does_not_count_when_stale_days_is_zero_or_the_time_is_unknown():
+def test_recency_does_not_count_when_stale_days_is_zero_or_the_time_is_unknown() -> None:
     assert level((0.9, A, OLD), (0.3, A, OLD), stale_after_days=0) == "high"
     assert level((0.9, A, None), (0.3, A, None)) == "high"
 
 
-def test_the_factors_and_reasons_say_why():
+def test_the_factors_and_reasons_say_why() -> None:
     evidence = [Evidence(0.7, A, OLD), Evidence(0.4, B, OLD), Evidence(0.1, B, FRESH)]
     assessment = assess_confidence(evidence, threshold=THRESHOLD, stale_after_days=365, now=NOW)
     factors = assessment.factors
@@ -91,7 +96,7 @@ def test_the_factors_and_reasons_say_why():
     ]
 
 
-def test_an_overruling_adds_its_reason_only_when_it_changes_the_level():
+def test_an_overruling_adds_its_reason_only_when_it_changes_the_level() -> None:
     assessment = assess_confidence([Evidence(0.3, A, FRESH)], threshold=THRESHOLD, stale_after_days=365, now=NOW)
     assert assessment.overruled("low", "Anything") is assessment
     overruled = assessment.overruled("insufficient", "No sentence answers")
@@ -103,13 +108,15 @@ QUESTION = "Where do owls hunt mice?"
 CITE_ALL = "Owls hunt mice [1][2][3][4][5]."
 
 
-def answer(api, **body) -> dict:
+def answer(api: Api, **body: object) -> dict[str, Any]:
     response = api.post("rag.answer", {"query": QUESTION, "limit": 5, **body})
     assert response.status_code == 200, response.content
     return response.json()["data"]
 
 
-def test_the_answer_returns_its_confidence_factors(cast, api_for, corpus, fake_llm, settings):
+def test_the_answer_returns_its_confidence_factors(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     fake_llm.response = CITE_ALL
     data = answer(api_for(cast.bob))
     factors = data["confidenceFactors"]
@@ -129,16 +136,21 @@ def test_the_answer_returns_its_confidence_factors(cast, api_for, corpus, fake_l
     assert data["confidence"] in factors["reasons"][-1]
 
 
-def test_the_stream_sends_the_factors_in_metadata_and_done(cast, api_for, corpus, fake_llm):
+def test_the_stream_sends_the_factors_in_metadata_and_done(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     fake_llm.response = CITE_ALL
     response = api_for(cast.bob).post("rag.answer", {"query": QUESTION, "limit": 5, "stream": True})
+    assert isinstance(response, StreamingHttpResponse), response
     raw = b"".join(response.streaming_content).decode()
     events = {m.group(1): json.loads(m.group(2)) for m in re.finditer(r"^event: (\w+)\ndata: (.*)$", raw, re.M)}
     assert events["metadata"]["confidenceFactors"] == events["done"]["confidenceFactors"]
     assert events["done"]["confidenceFactors"]["supportingPassages"] >= 1
 
 
-def test_supporting_counts_include_only_passages_the_asker_may_read(cast, api_for, corpus, fake_llm):
+def test_supporting_counts_include_only_passages_the_asker_may_read(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     fake_llm.response = CITE_ALL
     by_user = {user: answer(api_for(user)) for user in (cast.alice, cast.bob, cast.charlie)}
     secret, theirs = str(corpus["secret"].pk), str(corpus["other_team"].pk)
@@ -158,7 +170,9 @@ def test_supporting_counts_include_only_passages_the_asker_may_read(cast, api_fo
     assert charlie["confidenceFactors"]["supportingDocuments"] == 1
 
 
-def test_an_old_cited_version_lowers_the_confidence_and_says_so(cast, api_for, corpus, fake_llm, settings):
+def test_an_old_cited_version_lowers_the_confidence_and_says_so(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.RAG_ANSWER_CACHE = False  # the same question twice; a cached answer keeps the factors it was made with
     fake_llm.response = "Owls hunt mice [1]."
     fresh = answer(api_for(cast.bob), documentId=str(corpus["owls"].pk))
@@ -169,20 +183,24 @@ def test_an_old_cited_version_lowers_the_confidence_and_says_so(cast, api_for, c
     assert "days old (over 365): one level down, low." in old["confidenceFactors"]["reasons"][-1]
 
 
-def test_an_uncited_generated_answer_is_low_and_says_why(cast, api_for, corpus, fake_llm):
+def test_an_uncited_generated_answer_is_low_and_says_why(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     fake_llm.response = "Owls hunt mice."
     data = answer(api_for(cast.bob))
     assert data["confidence"] == "low"
     assert data["confidenceFactors"]["reasons"][-1].startswith("The generated answer cites no passage")
 
 
-def test_insufficient_evidence_says_no_passage_reaches_the_threshold(cast, api_for, corpus, fake_llm):
+def test_insufficient_evidence_says_no_passage_reaches_the_threshold(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     data = api_for(cast.bob).post("rag.answer", {"query": "quantum chromodynamics lattice"}).json()["data"]
     assert data["confidence"] == "insufficient" and data["confidenceFactors"]["supportingPassages"] == 0
     assert data["confidenceFactors"]["reasons"][0].startswith("No passage")
 
 
-def test_the_mcp_answer_tool_returns_the_same_factors(cast, corpus, fake_llm):
+def test_the_mcp_answer_tool_returns_the_same_factors(cast: Cast, corpus: dict[str, Document], fake_llm: FakeLLM) -> None:
     fake_llm.response = CITE_ALL
     result = tools.call("answer", user=cast.bob, arguments={"query": QUESTION, "limit": 5})["data"]
     assert result["confidenceFactors"]["supportingPassages"] >= 1 and result["confidenceFactors"]["reasons"]

@@ -7,8 +7,11 @@ figures with the local MiniLM model are bench/extractive.py's (docs/benchmarks.m
 from __future__ import annotations
 
 import pytest
+from pytest_django import Settings
 
+from documents.models import Document
 from rag.indexing.pipeline import index_documents
+from tests.conftest import ApiFor, Cast
 from tests.factories import DocumentFactory
 from tests.rag.answering.extractive_cases import CASES, Score, demo_texts
 
@@ -18,19 +21,21 @@ MIN_RECALL = 0.80
 
 
 @pytest.fixture
-def demo_corpus(cast, settings):
+def demo_corpus(cast: Cast, settings: Settings) -> list[Document]:
     settings.RAG_LLM_MODEL = ""
     # Bag-of-words vectors score a short question against a whole page low; the evidence gate is tested elsewhere.
     settings.RAG_ANSWER_MIN_SCORE = 0.05
     documents = [
-        DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=title, text=text)
+        DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title=title, text=text)
         for title, text in demo_texts().items()
     ]
     index_documents(document_ids=[d.pk for d in documents])
     return documents
 
 
-def test_extractive_answers_quote_the_sentences_that_answer_the_demo_questions(cast, api_for, demo_corpus):
+def test_extractive_answers_quote_the_sentences_that_answer_the_demo_questions(
+    cast: Cast, api_for: ApiFor, demo_corpus: list[Document]
+) -> None:
     api = api_for(cast.alice)
     score = Score()
     for case in CASES:

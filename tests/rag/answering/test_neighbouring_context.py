@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from pytest_django import Settings
 
 from documents.models import Document
 from rag.answering.context import ends_mid_thought, starts_mid_thought, widen_after, widen_before, widen_passages
 from rag.answering.passages import Passage, retrieve
 from rag.indexing.pipeline import index_documents
 from rag.models import Chunk
+from rag.providers.fakes import FakeLLM
+from tests.conftest import ApiFor, Cast
 from tests.factories import DocumentFactory
 
 # With 24-token chunks the long second sentence is cut by words: one chunk ends mid-sentence, the next starts mid-sentence.
@@ -38,7 +41,7 @@ CUT_QUESTION = "Which owls of the northern forest hunt mice and voles and shrews
         ("```\ncode\n```", False, False),
     ],
 )
-def test_it_tells_a_passage_cut_mid_thought_from_a_whole_one(text, ends_cut, starts_cut):
+def test_it_tells_a_passage_cut_mid_thought_from_a_whole_one(text: str, ends_cut: bool, starts_cut: bool) -> None:
     assert ends_mid_thought(text) is ends_cut
     assert starts_mid_thought(text) is starts_cut
 
@@ -53,7 +56,7 @@ def test_it_tells_a_passage_cut_mid_thought_from_a_whole_one(text, ends_cut, sta
         ("Follow these steps:", "\n\n- feed the owls", True),
     ],
 )
-def test_a_list_or_table_that_ends_at_a_blank_line_is_whole(text, following, cut):
+def test_a_list_or_table_that_ends_at_a_blank_line_is_whole(text: str, following: str, cut: bool) -> None:
     assert ends_mid_thought(text, following) is cut
 
 
@@ -66,44 +69,44 @@ def test_a_list_or_table_that_ends_at_a_blank_line_is_whole(text, following, cut
         ("Intro.\n\n", "and more", False),
     ],
 )
-def test_a_row_or_item_whose_table_or_list_began_before_starts_mid_thought(preceding, text, cut):
+def test_a_row_or_item_whose_table_or_list_began_before_starts_mid_thought(preceding: str, text: str, cut: bool) -> None:
     assert starts_mid_thought(text, preceding) is cut
 
 
-def test_a_table_row_is_widened_back_to_the_table_s_header():
+def test_a_table_row_is_widened_back_to_the_table_s_header() -> None:
     before = "Sizes of owls:\n\n| owl | cm |\n|---|---|\n| barn | 35 |\n"
     added, _ = widen_before("| snowy | 60 |", before, budget=100)
     assert before[len(before) - added :] == "| owl | cm |\n|---|---|\n| barn | 35 |\n"
 
 
-def test_widening_after_stops_at_the_first_sentence_end_that_completes_the_thought():
+def test_widening_after_stops_at_the_first_sentence_end_that_completes_the_thought() -> None:
     added, tokens = widen_after("Owls hunt mice and", " voles at night. Barn owls nest in barns.", budget=100)
     assert added == len(" voles at night.") and 0 < tokens <= 100
 
 
-def test_widening_after_a_whole_sentence_adds_nothing():
+def test_widening_after_a_whole_sentence_adds_nothing() -> None:
     assert widen_after("Owls hunt mice.", " Barn owls nest in barns.", budget=100) == (0, 0)
 
 
-def test_widening_never_goes_over_the_budget():
+def test_widening_never_goes_over_the_budget() -> None:
     continuation = " voles and shrews along the frozen river banks during the long winter nights."
     assert widen_after("Owls hunt mice and", continuation, budget=3) == (0, 0)
 
 
-def test_widening_without_a_sentence_end_in_reach_takes_as_many_lines_as_the_budget_allows():
+def test_widening_without_a_sentence_end_in_reach_takes_as_many_lines_as_the_budget_allows() -> None:
     added, tokens = widen_after("Steps:", "\n- feed the owls\n- clean the barn\n- count the mice", budget=8)
     assert added == len("\n- feed the owls\n- clean the barn") and tokens <= 8
 
 
-def test_widening_before_goes_back_to_the_start_of_the_sentence():
+def test_widening_before_goes_back_to_the_start_of_the_sentence() -> None:
     added, _ = widen_before("hunt mice at night.", "Barn owls are pale. In winter the owls ", budget=100)
     assert added == len("In winter the owls ")
 
 
 @pytest.fixture
-def cut_document(cast, settings):
+def cut_document(cast: Cast, settings: Settings) -> Document:
     settings.RAG_CHUNK_SIZE, settings.RAG_CHUNK_OVERLAP = 24, 4
-    document = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS)
+    document = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS)
     index_documents(document_ids=[document.pk])
     return document
 
@@ -112,11 +115,11 @@ def chunks_of(document: Document) -> list[Chunk]:
     return list(Chunk.objects.filter(document=document).order_by("chunk_index"))
 
 
-def passage_of(passages, chunk: Chunk):
+def passage_of(passages: list[Passage], chunk: Chunk) -> Passage:
     return next(p for p in passages if p.chunk_id == chunk.pk)
 
 
-def unwidened(passages, chunk: Chunk):
+def unwidened(passages: list[Passage], chunk: Chunk) -> Passage:
     """The passage of `chunk` as search returned it, before any widening."""
     passage = passage_of(passages, chunk)
     passage.text, passage.start, passage.end = chunk.chunk_text, chunk.start_offset, chunk.end_offset
@@ -130,7 +133,9 @@ def cut_chunk(document: Document) -> Chunk:
     return cut[0]
 
 
-def test_a_passage_cut_mid_sentence_is_widened_to_the_end_of_its_sentence(cast, cut_document, fake_llm):
+def test_a_passage_cut_mid_sentence_is_widened_to_the_end_of_its_sentence(
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM
+) -> None:
     chunk = cut_chunk(cut_document)
     passage = passage_of(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     assert passage.text.endswith("when the snow lies deep.")
@@ -139,7 +144,9 @@ def test_a_passage_cut_mid_sentence_is_widened_to_the_end_of_its_sentence(cast, 
     assert (passage.chunk_start, passage.chunk_end) == (chunk.start_offset, chunk.end_offset)
 
 
-def test_the_citation_carries_the_widened_span_and_the_matched_chunk(cast, api_for, cut_document, fake_llm):
+def test_the_citation_carries_the_widened_span_and_the_matched_chunk(
+    cast: Cast, api_for: ApiFor, cut_document: Document, fake_llm: FakeLLM
+) -> None:
     chunk = cut_chunk(cut_document)
     fake_llm.response = "They hunt mice [1]."
     data = api_for(cast.bob).post("rag.answer", {"query": CUT_QUESTION, "limit": 1}).json()["data"]
@@ -150,13 +157,13 @@ def test_the_citation_carries_the_widened_span_and_the_matched_chunk(cast, api_f
     assert citation["context"] in fake_llm.calls[0][1]["content"], "the LLM read the widened passage"
 
 
-def test_overlapping_chunks_add_their_overlap_once(cast, cut_document, fake_llm):
+def test_overlapping_chunks_add_their_overlap_once(cast: Cast, cut_document: Document, fake_llm: FakeLLM) -> None:
     chunk = cut_chunk(cut_document)
     passage = passage_of(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     assert passage.text.count("frozen river banks") == 1
 
 
-def test_a_passage_that_ends_its_sentence_is_not_widened(cast, cut_document, fake_llm):
+def test_a_passage_that_ends_its_sentence_is_not_widened(cast: Cast, cut_document: Document, fake_llm: FakeLLM) -> None:
     whole = [c for c in chunks_of(cut_document) if not ends_mid_thought(c.chunk_text) and not starts_mid_thought(c.chunk_text)]
     assert whole
     retrieval = retrieve(user=cast.bob, query=whole[0].chunk_text, limit=5)
@@ -164,7 +171,9 @@ def test_a_passage_that_ends_its_sentence_is_not_widened(cast, cut_document, fak
     assert (passage.start, passage.end, passage.text) == (whole[0].start_offset, whole[0].end_offset, whole[0].chunk_text)
 
 
-def test_a_passage_that_starts_mid_sentence_is_widened_back_to_the_start_of_its_sentence(cast, cut_document, fake_llm):
+def test_a_passage_that_starts_mid_sentence_is_widened_back_to_the_start_of_its_sentence(
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM
+) -> None:
     starts_cut = [c for c in chunks_of(cut_document) if starts_mid_thought(c.chunk_text)]
     assert starts_cut
     chunk = starts_cut[0]
@@ -173,9 +182,9 @@ def test_a_passage_that_starts_mid_sentence_is_widened_back_to_the_start_of_its_
     assert cut_document.text[passage.start : passage.end] == passage.text
 
 
-def test_widening_never_crosses_a_heading_even_into_a_section_of_the_same_name(cast, fake_llm):
+def test_widening_never_crosses_a_heading_even_into_a_section_of_the_same_name(cast: Cast, fake_llm: FakeLLM) -> None:
     text = "# Barn\n\nBarn owls nest in old barns and hunt mice. To feed them:\n\n# Barn\n\nGive them fresh mice daily."
-    document = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Barns", text=text)
+    document = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Barns", text=text)
     index_documents(document_ids=[document.pk])
     first = chunks_of(document)[0]
     assert first.chunk_text.endswith("feed them:") and ends_mid_thought(first.chunk_text)
@@ -184,21 +193,25 @@ def test_widening_never_crosses_a_heading_even_into_a_section_of_the_same_name(c
 
 
 @pytest.mark.parametrize(("name", "value"), [("RAG_ANSWER_NEIGHBOURS", 0), ("RAG_ANSWER_CONTEXT_TOKENS", 0)])
-def test_neighbouring_context_is_off_with_no_neighbours_or_no_budget(cast, cut_document, fake_llm, settings, name, value):
+def test_neighbouring_context_is_off_with_no_neighbours_or_no_budget(
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM, settings: Settings, name: str, value: int
+) -> None:
     setattr(settings, name, value)
     chunk = cut_chunk(cut_document)
     passage = passage_of(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     assert (passage.start, passage.end, passage.text) == (chunk.start_offset, chunk.end_offset, chunk.chunk_text)
 
 
-def test_a_small_budget_leaves_a_passage_as_it_was_rather_than_cut_elsewhere(cast, cut_document, fake_llm, settings):
+def test_a_small_budget_leaves_a_passage_as_it_was_rather_than_cut_elsewhere(
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.RAG_ANSWER_CONTEXT_TOKENS = 2
     chunk = cut_chunk(cut_document)
     passage = passage_of(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     assert passage.text == chunk.chunk_text
 
 
-def test_widening_reads_nothing_the_asker_cannot_see(cast, cut_document, fake_llm):
+def test_widening_reads_nothing_the_asker_cannot_see(cast: Cast, cut_document: Document, fake_llm: FakeLLM) -> None:
     chunk = cut_chunk(cut_document)
     passage = unwidened(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     widen_passages(user=cast.charlie, passages=[passage])  # charlie is in another team
@@ -208,7 +221,9 @@ def test_widening_reads_nothing_the_asker_cannot_see(cast, cut_document, fake_ll
     assert passage.text == chunk.chunk_text, "nor those of a document archived since it was ranked"
 
 
-def test_a_passage_of_an_older_version_is_not_widened_with_the_new_text(cast, cut_document, fake_llm):
+def test_a_passage_of_an_older_version_is_not_widened_with_the_new_text(
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM
+) -> None:
     chunk = cut_chunk(cut_document)
     passage = unwidened(retrieve(user=cast.bob, query=CUT_QUESTION, limit=1).passages, chunk)
     Document.objects.filter(pk=cut_document.pk).update(version=cut_document.version + 1, text="Rewritten. " + OWLS)
@@ -236,20 +251,26 @@ def passage_from(n: int, chunk: Chunk) -> Passage:
 
 
 @pytest.fixture
-def two_cut_documents(cast, cut_document):
-    hawks = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Hawks", text=OWLS.replace("owl", "hawk"))
+def two_cut_documents(cast: Cast, cut_document: Document) -> list[Document]:
+    hawks = DocumentFactory.create(
+        collection=cast.handbook, created_by=cast.alice, title="Hawks", text=OWLS.replace("owl", "hawk")
+    )
     index_documents(document_ids=[hawks.pk])
     return [cut_document, hawks]
 
 
-def test_passages_of_several_documents_are_widened_each_from_its_own_text(cast, two_cut_documents, settings):
+def test_passages_of_several_documents_are_widened_each_from_its_own_text(
+    cast: Cast, two_cut_documents: list[Document], settings: Settings
+) -> None:
     passages = [passage_from(n, cut_chunk(document)) for n, document in enumerate(two_cut_documents, start=1)]
     widen_passages(user=cast.bob, passages=passages)
     for passage, document in zip(passages, two_cut_documents, strict=True):
         assert passage.end > passage.chunk_end and document.text[passage.start : passage.end] == passage.text
 
 
-def test_the_budget_is_shared_by_the_answer_and_spent_on_the_best_passage_first(cast, two_cut_documents, settings):
+def test_the_budget_is_shared_by_the_answer_and_spent_on_the_best_passage_first(
+    cast: Cast, two_cut_documents: list[Document], settings: Settings
+) -> None:
     first = cut_chunk(two_cut_documents[0])
     following = chunks_of(two_cut_documents[0])[first.chunk_index + 1]
     _, needed = widen_after(first.chunk_text, two_cut_documents[0].text[first.end_offset : following.end_offset], 1000)
@@ -261,8 +282,8 @@ def test_the_budget_is_shared_by_the_answer_and_spent_on_the_best_passage_first(
 
 
 def test_while_a_new_model_is_built_a_passage_is_widened_from_the_chunks_of_the_model_searched(
-    cast, cut_document, fake_llm, settings
-):
+    cast: Cast, cut_document: Document, fake_llm: FakeLLM, settings: Settings
+) -> None:
     """The team is still searched with the model it was indexed with; the configured one has no chunks yet."""
     settings.RAG_EMBEDDING_MODEL = "a-model-still-being-built"
     chunk = cut_chunk(cut_document)

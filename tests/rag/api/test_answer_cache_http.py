@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from pytest_django import DjangoDbBlocker
 
 from permissions.models import TokenScope
 from permissions.services import api_token_create
 from rag.indexing.pipeline import index_documents
+from tests.conftest import Cast
 from tests.factories import DocumentFactory
 from tests.rag.texts import OWLS, SECRET
 from tests.servers import GunicornServer
+
+if TYPE_CHECKING:
+    # Imported for annotations only: a module-level TestBroker is a class pytest tries to collect.
+    from tests.conftest import TestBroker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +28,9 @@ SECRET_QUESTION = "What is the barn code?"
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory, test_broker):
+def server(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, tmp_path_factory: pytest.TempPathFactory, test_broker: TestBroker
+) -> Iterator[GunicornServer]:
     from django.conf import settings
 
     server = GunicornServer(
@@ -47,10 +57,10 @@ def post(server: GunicornServer, token: str, endpoint: str, body: dict) -> httpx
     return httpx.post(f"{server.url}/api/{endpoint}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
-def test_a_revoked_membership_is_honoured_on_the_very_next_request_over_http(cast, server):
+def test_a_revoked_membership_is_honoured_on_the_very_next_request_over_http(cast: Cast, server: GunicornServer) -> None:
     docs = [
-        DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS),
-        DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret owls", text=SECRET),
+        DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS),
+        DocumentFactory.create(collection=cast.private, created_by=cast.alice, title="Secret owls", text=SECRET),
     ]
     index_documents(document_ids=[d.pk for d in docs])
     alice = api_token_create(user=cast.alice, scope=TokenScope.WRITE).plaintext

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Generator
+from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from config.errors import ApplicationError
-from documents.models import CollectionMembership
+from documents.models import CollectionMembership, Document
 from permissions.models import TokenScope
 from rag.answering.answer import answer_complete, answer_events
 from rag.answering.followup import thread_for
@@ -16,22 +19,26 @@ from rag.answering.passages import retrieve
 from rag.mcp import tools
 from rag.models import Conversation, Feedback, QueryLog
 from rag.providers.errors import PermanentProviderError
+from rag.providers.fakes import FakeLLM
+from tests.conftest import Api, ApiFor, Cast
 from tests.rag.api.test_answer_api import events_of
 
 QUESTION = "What do owls hunt at night?"
 
 
-def answer(api, query: str = QUESTION, **body) -> dict:
+def answer(api: Api, query: str = QUESTION, **body: object) -> dict[str, Any]:
     response = api.post("rag.answer", {"query": query, **body})
     assert response.status_code == 200, response.content
     return response.json()["data"]
 
 
-def cited_titles(data: dict) -> set[str]:
+def cited_titles(data: dict[str, Any]) -> set[str]:
     return {c["document"]["title"] for c in data["citations"]}
 
 
-def test_an_answer_without_a_conversation_starts_one_named_after_its_question(cast, api_for, corpus):
+def test_an_answer_without_a_conversation_starts_one_named_after_its_question(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     data = answer(api_for(cast.bob))
     conversation = Conversation.objects.get(pk=data["conversationId"])
     assert (conversation.user, conversation.team, conversation.title) == (cast.bob, cast.bob.team, QUESTION)
@@ -39,12 +46,14 @@ def test_an_answer_without_a_conversation_starts_one_named_after_its_question(ca
     assert data["standaloneQuery"] == QUESTION
 
 
-def test_each_answer_without_a_conversation_starts_another(cast, api_for, corpus):
+def test_each_answer_without_a_conversation_starts_another(cast: Cast, api_for: ApiFor, corpus: dict[str, Document]) -> None:
     api = api_for(cast.bob)
     assert answer(api)["conversationId"] != answer(api)["conversationId"]
 
 
-def test_without_an_llm_a_follow_up_gets_the_earlier_questions_words_and_is_answered_from_them(cast, api_for, corpus):
+def test_without_an_llm_a_follow_up_gets_the_earlier_questions_words_and_is_answered_from_them(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     alone = answer(api, "And what about them?")
@@ -57,7 +66,9 @@ def test_without_an_llm_a_follow_up_gets_the_earlier_questions_words_and_is_answ
     assert (log.query, log.standalone_query) == ("And what about them?", follow_up["standaloneQuery"])
 
 
-def test_a_question_that_stands_alone_is_searched_as_asked_inside_a_conversation(cast, api_for, corpus):
+def test_a_question_that_stands_alone_is_searched_as_asked_inside_a_conversation(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     second = answer(api, "How does volcanic lava cool into basalt rock?", conversationId=first["conversationId"])
@@ -66,8 +77,8 @@ def test_a_question_that_stands_alone_is_searched_as_asked_inside_a_conversation
 
 
 def test_with_an_llm_the_follow_up_is_rewritten_by_it_and_the_answer_prompt_holds_the_earlier_turn(
-    cast, api_for, corpus, fake_llm
-):
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     fake_llm.reset()
@@ -84,7 +95,9 @@ def test_with_an_llm_the_follow_up_is_rewritten_by_it_and_the_answer_prompt_hold
     assert "rewriteMs" in follow_up["latency"]
 
 
-def test_a_failing_rewrite_falls_back_to_the_rule_and_the_answer_still_comes(cast, api_for, corpus, fake_llm):
+def test_a_failing_rewrite_falls_back_to_the_rule_and_the_answer_still_comes(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     fake_llm.reset()
@@ -94,7 +107,9 @@ def test_a_failing_rewrite_falls_back_to_the_rule_and_the_answer_still_comes(cas
     assert len(fake_llm.calls) == 2 and follow_up["mode"] == "generated"
 
 
-def test_the_prompt_holds_only_the_last_turns_the_setting_allows(cast, api_for, corpus, fake_llm, settings):
+def test_the_prompt_holds_only_the_last_turns_the_setting_allows(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM, settings: Settings
+) -> None:
     settings.RAG_CONVERSATION_TURNS = 1
     api = api_for(cast.bob)
     conversation = answer(api, "What do owls hunt at night?")["conversationId"]
@@ -105,7 +120,7 @@ def test_the_prompt_holds_only_the_last_turns_the_setting_allows(cast, api_for, 
     assert "Q: Why does volcanic lava cool into basalt?" in rewrite and "Q: What do owls hunt" not in rewrite
 
 
-def test_the_stream_names_the_conversation_in_metadata_and_done(cast, api_for, corpus):
+def test_the_stream_names_the_conversation_in_metadata_and_done(cast: Cast, api_for: ApiFor, corpus: dict[str, Document]) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     events = dict(
@@ -117,17 +132,22 @@ def test_the_stream_names_the_conversation_in_metadata_and_done(cast, api_for, c
     assert events["metadata"]["standaloneQuery"] == events["done"]["standaloneQuery"] == "And their feathers? (owls hunt night)"
 
 
-def test_a_reader_who_leaves_mid_stream_adds_no_turn_to_the_conversation(cast, api_for, corpus, fake_llm):
+def test_a_reader_who_leaves_mid_stream_adds_no_turn_to_the_conversation(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     first = answer(api_for(cast.bob))
     thread = thread_for(user=cast.bob, question="And their feathers?", conversation_id=first["conversationId"])
     events = answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=thread.standalone), thread=thread)
     assert next(events).name == "token"
+    assert isinstance(events, Generator), "a reader leaves by closing the stream's generator"
     events.close()
     left = QueryLog.objects.get(error="client disconnected")
     assert left.conversation is None and QueryLog.objects.filter(conversation_id=first["conversationId"]).count() == 1
 
 
-def test_a_conversation_deleted_while_its_follow_up_is_answered_gives_the_answer_a_new_one(cast, api_for, corpus):
+def test_a_conversation_deleted_while_its_follow_up_is_answered_gives_the_answer_a_new_one(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     first = answer(api_for(cast.bob))
     thread = thread_for(user=cast.bob, question="And their feathers?", conversation_id=first["conversationId"])
     Conversation.objects.filter(pk=first["conversationId"]).delete()
@@ -139,7 +159,9 @@ def test_a_conversation_deleted_while_its_follow_up_is_answered_gives_the_answer
 
 
 @pytest.mark.parametrize("intruder", ["bob", "charlie"])
-def test_nobody_else_can_continue_read_list_or_delete_a_conversation(cast, api_for, corpus, intruder):
+def test_nobody_else_can_continue_read_list_or_delete_a_conversation(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], intruder: str
+) -> None:
     mine = answer(api_for(cast.alice))["conversationId"]
     api = api_for(getattr(cast, intruder))
     missing = str(uuid.uuid4())
@@ -158,7 +180,9 @@ def test_nobody_else_can_continue_read_list_or_delete_a_conversation(cast, api_f
 
 
 @pytest.mark.parametrize("value", ["not-a-uuid", 123, ["x"]])
-def test_a_malformed_conversation_id_is_invalid_input_not_a_server_error(cast, api_for, corpus, value):
+def test_a_malformed_conversation_id_is_invalid_input_not_a_server_error(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], value: object
+) -> None:
     api = api_for(cast.bob)
     response = api.post("rag.answer", {"query": QUESTION, "conversationId": value})
     assert response.status_code == 400 and response.json()["error"] == "invalid_query"
@@ -166,7 +190,9 @@ def test_a_malformed_conversation_id_is_invalid_input_not_a_server_error(cast, a
     assert response.status_code == 400 and response.json()["error"] == "invalid_query"
 
 
-def test_info_shows_the_turns_oldest_first_with_their_answers_and_citations(cast, api_for, corpus):
+def test_info_shows_the_turns_oldest_first_with_their_answers_and_citations(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     api = api_for(cast.bob)
     first = answer(api)
     second = answer(api, "And what about them?", conversationId=first["conversationId"])
@@ -179,7 +205,9 @@ def test_info_shows_the_turns_oldest_first_with_their_answers_and_citations(cast
     assert 'class="cite"' in turn["html"] and (turn["mode"], turn["confidence"]) == (second["mode"], second["confidence"])
 
 
-def test_a_turn_whose_documents_you_can_no_longer_read_keeps_only_its_question(cast, api_for, corpus, fake_llm):
+def test_a_turn_whose_documents_you_can_no_longer_read_keeps_only_its_question(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     api = api_for(cast.alice)
     secret = answer(api, "What is the barn code?", limit=2)
     assert "4711" in secret["answer"] and "Secret owls" in cited_titles(secret), "the test needs a turn quoting the secret"
@@ -201,7 +229,9 @@ def test_a_turn_whose_documents_you_can_no_longer_read_keeps_only_its_question(c
     assert str(corpus["secret"].pk) not in {str(d) for d in QueryLog.objects.get(pk=follow_up["id"]).source_documents}
 
 
-def test_a_turn_is_withheld_when_a_document_it_was_given_but_did_not_cite_is_no_longer_readable(cast, api_for, corpus, fake_llm):
+def test_a_turn_is_withheld_when_a_document_it_was_given_but_did_not_cite_is_no_longer_readable(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     question = "Owls hunt mice in the private barn"
     owls = next(p.n for p in retrieve(user=cast.alice, query=question, limit=3).passages if p.title == "Owls")
     fake_llm.response = f"Owls hunt mice [{owls}]."
@@ -213,7 +243,9 @@ def test_a_turn_is_withheld_when_a_document_it_was_given_but_did_not_cite_is_no_
     assert turn["withheld"] is True and turn["answer"] is None
 
 
-def test_a_follow_up_of_a_whole_turn_draws_on_its_documents_too(cast, api_for, corpus, fake_llm):
+def test_a_follow_up_of_a_whole_turn_draws_on_its_documents_too(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     api = api_for(cast.alice)
     secret = answer(api, "What is the barn code?", limit=2)
     follow_up = answer(api, "How do volcanoes erupt lava?", conversationId=secret["conversationId"], limit=1)
@@ -224,7 +256,9 @@ def test_a_follow_up_of_a_whole_turn_draws_on_its_documents_too(cast, api_for, c
     assert [t["withheld"] for t in turns] == [True, True], "its prompt quoted the secret answer"
 
 
-def test_the_list_holds_your_conversations_most_recently_answered_first(cast, api_for, corpus):
+def test_the_list_holds_your_conversations_most_recently_answered_first(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     api = api_for(cast.alice)
     oldest = answer(api, "What do owls hunt at night?")["conversationId"]
     middle = answer(api, "How does lava cool?")["conversationId"]
@@ -238,7 +272,9 @@ def test_the_list_holds_your_conversations_most_recently_answered_first(cast, ap
     assert [c["id"] for c in api.post("conversations.list", {"offset": 2}).json()["data"]] == [middle]
 
 
-def test_deleting_a_conversation_keeps_its_answers_unlinked_with_their_feedback(cast, api_for, corpus):
+def test_deleting_a_conversation_keeps_its_answers_unlinked_with_their_feedback(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     api = api_for(cast.bob)
     data = answer(api)
     assert api.post("rag.feedback", {"answerId": data["id"], "rating": 5}).status_code == 200
@@ -251,7 +287,9 @@ def test_deleting_a_conversation_keeps_its_answers_unlinked_with_their_feedback(
     assert api.post("rag.feedback", {"answerId": data["id"], "rating": 4}).status_code == 200
 
 
-def test_a_read_token_lists_and_reads_conversations_but_cannot_delete_them(cast, api_for, corpus):
+def test_a_read_token_lists_and_reads_conversations_but_cannot_delete_them(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     conversation = answer(api_for(cast.bob))["conversationId"]
     reader = api_for(cast.bob, TokenScope.READ)
     assert reader.post("conversations.list").status_code == 200
@@ -260,7 +298,7 @@ def test_a_read_token_lists_and_reads_conversations_but_cannot_delete_them(cast,
     assert Conversation.objects.filter(pk=conversation).exists()
 
 
-def test_the_mcp_answer_tool_continues_a_conversation_of_the_tokens_user_only(cast, corpus):
+def test_the_mcp_answer_tool_continues_a_conversation_of_the_tokens_user_only(cast: Cast, corpus: dict[str, Document]) -> None:
     first = tools.call("answer", user=cast.bob, arguments={"query": QUESTION})["data"]
     follow_up = tools.call(
         "answer", user=cast.bob, arguments={"query": "And what about them?", "conversationId": first["conversationId"]}
@@ -282,7 +320,7 @@ def test_the_mcp_answer_tool_continues_a_conversation_of_the_tokens_user_only(ca
         ("many", "invalid value"),
     ],
 )
-def test_a_bad_conversation_setting_fails_at_start_up(value, message):
+def test_a_bad_conversation_setting_fails_at_start_up(value: str, message: str) -> None:
     from tests.test_project import run_settings
 
     result = run_settings("config.settings.local", DATABASE_URL="postgres://x@127.0.0.1:1/x", RAG_CONVERSATION_TURNS=value)
@@ -290,8 +328,8 @@ def test_a_bad_conversation_setting_fails_at_start_up(value, message):
 
 
 def test_with_no_earlier_turns_allowed_a_follow_up_is_answered_on_its_own_in_the_same_conversation(
-    cast, api_for, corpus, settings
-):
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], settings: Settings
+) -> None:
     settings.RAG_CONVERSATION_TURNS = 0
     api = api_for(cast.bob)
     first = answer(api)
@@ -299,7 +337,9 @@ def test_with_no_earlier_turns_allowed_a_follow_up_is_answered_on_its_own_in_the
     assert follow_up["standaloneQuery"] == "And what about them?" and follow_up["conversationId"] == first["conversationId"]
 
 
-def test_a_repeated_follow_up_answered_from_the_cache_is_still_a_turn_of_its_conversation(cast, api_for, corpus):
+def test_a_repeated_follow_up_answered_from_the_cache_is_still_a_turn_of_its_conversation(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
     """The same follow-up after the same earlier turn, in another conversation: the cache's, and that conversation's turn."""
     api = api_for(cast.bob)
     first, second = answer(api), answer(api)
@@ -327,7 +367,9 @@ def test_a_repeated_follow_up_answered_from_the_cache_is_still_a_turn_of_its_con
     assert QueryLog.objects.get(pk=done["id"]).conversation_id == uuid.UUID(third["conversationId"])
 
 
-def test_the_same_follow_up_after_different_turns_is_not_served_the_other_conversations_answer(cast, api_for, corpus, fake_llm):
+def test_the_same_follow_up_after_different_turns_is_not_served_the_other_conversations_answer(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
     """The earlier turns shape the prompt, so they are part of the cache key."""
     api = api_for(cast.bob)
     owls = answer(api)

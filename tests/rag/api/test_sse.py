@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from pytest_django import DjangoDbBlocker
 
 from permissions.services import api_token_create
 from rag.indexing.pipeline import index_documents
+from tests.conftest import Cast
 from tests.factories import DocumentFactory
 from tests.rag.texts import OWLS
 from tests.servers import GunicornServer
@@ -20,7 +23,9 @@ TOKEN_DELAY = 0.15  # seconds the fake LLM waits before each piece of text
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory):
+def server(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GunicornServer]:
     server = GunicornServer(
         log_path=tmp_path_factory.mktemp("sse") / "gunicorn.log", extra_env={"RAG_FAKE_LLM_DELAY": str(TOKEN_DELAY)}
     ).start()
@@ -41,8 +46,8 @@ def read_events(response: httpx.Response) -> list[tuple[float, str, dict]]:
     return events
 
 
-def test_events_arrive_one_by_one_over_http(cast, server):
-    doc = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS)
+def test_events_arrive_one_by_one_over_http(cast: Cast, server: GunicornServer) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS)
     index_documents(document_ids=[doc.pk])
     token = api_token_create(user=cast.bob).plaintext
     started = time.monotonic()
@@ -73,8 +78,8 @@ def test_events_arrive_one_by_one_over_http(cast, server):
     assert done["answer"] == answer and done["mode"] == "generated" and done["citations"] == [citation]
 
 
-def test_an_error_before_the_stream_is_an_error_event_with_its_status(cast, server):
-    doc = DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret", text=OWLS)
+def test_an_error_before_the_stream_is_an_error_event_with_its_status(cast: Cast, server: GunicornServer) -> None:
+    doc = DocumentFactory.create(collection=cast.private, created_by=cast.alice, title="Secret", text=OWLS)
     index_documents(document_ids=[doc.pk])
     token = api_token_create(user=cast.bob).plaintext
     with httpx.stream(
