@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -115,6 +115,8 @@ class DoneEvent:
 
 
 AnswerEvent = TokenEvent | CitationEvent | MetadataEvent | DoneEvent
+# A generator, not only an iterator: a reader that leaves closes it, and the answer is logged as left.
+AnswerStream = Generator[AnswerEvent, None, None]
 
 
 def _metered(pieces: Iterator[str], model: str) -> Iterator[str]:
@@ -203,7 +205,7 @@ def answer_request(
     document_id: uuid.UUID | None = None,
     tags: Sequence[str] = (),
     started: float | None = None,
-) -> Iterator[AnswerEvent]:
+) -> AnswerStream:
     """One rag.answer (the API's, streamed or not, and the MCP answer tool's): `query` in its conversation, answered.
 
     Not a generator itself: a conversation, scope or index that is not there is raised here, before the first event.
@@ -232,7 +234,7 @@ def answer_question(
     tags: Sequence[str] = (),
     thread: Thread | None = None,
     started: float | None = None,
-) -> Iterator[AnswerEvent]:
+) -> AnswerStream:
     """The answer to `query` (in `thread`, a conversation's follow-up: then `query` is the thread's question
     rewritten to stand alone), from the answer cache when it holds one the asker may still be given,
     else from retrieval and `answer_events` (which stores it). Either way the answer is the thread's newest turn.
@@ -266,7 +268,7 @@ def answer_question(
     return answer_events(user=user, retrieval=retrieval, cache_slot=slot, thread=thread)
 
 
-def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: float, thread: Thread) -> Iterator[AnswerEvent]:
+def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: float, thread: Thread) -> AnswerStream:
     """A cached answer as the same events as a fresh one, logged as an answer of its own (its own id for
     feedback) and saved as the thread's newest turn."""
     latency = {**thread.latency, "cacheMs": ms_since(started)}
@@ -350,7 +352,7 @@ def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
 
 def answer_events(
     *, user: User, retrieval: Retrieval, cache_slot: CacheSlot | None = None, thread: Thread | None = None
-) -> Iterator[AnswerEvent]:
+) -> AnswerStream:
     """The answer as events: `token`, `citation`, then `metadata` and `done`; the query is logged as
     the newest turn of the thread's conversation (a new one without a thread).
 
