@@ -7,7 +7,7 @@ against table names, because models get renamed over time and their tables do no
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from django.db.migrations.loader import MigrationLoader
 
 from rag.indexing.keyword_postings import refresh_search_vectors
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.upgrade, pytest.mark.django_db(transaction=True)]
 
 # The migration that recomputed the keyword columns with the headings above each chunk. The app
 # of every state from it on writes them that way; the app of every earlier state wrote title and
@@ -197,35 +197,53 @@ class Upgrade:
     documents_and_statuses_before: list[tuple]
 
 
-@pytest.fixture(params=earlier_rag_migrations(), ids=lambda name: f"from rag {name}")
-def upgrade(request, executor: MigrationExecutor) -> Upgrade:
+def upgrade_from(start: str, executor: MigrationExecutor) -> Upgrade:
     """A database with chunks at the starting rag migration, then migrated to the latest migrations."""
-    start = ("rag", request.param)
-    state = executor.migrate([start])
-    seed(state.apps, headings=HEADINGS_MIGRATION in executor.loader.graph.forwards_plan(start))
-    before = Upgrade(
-        start=request.param, chunks_before=fetch(CHUNKS), documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES)
-    )
+    state = executor.migrate([("rag", start)])
+    seed(state.apps, headings=HEADINGS_MIGRATION in executor.loader.graph.forwards_plan(("rag", start)))
+    before = Upgrade(start=start, chunks_before=fetch(CHUNKS), documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES))
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
     return before
 
 
-def test_the_chunks_their_text_and_vectors_come_through_unchanged(upgrade: Upgrade):
+# What an upgrade from any earlier state keeps: each a check of the upgraded database, run in order.
+FACTS: list[Callable[[Upgrade], None]] = []
+
+
+def fact(check: Callable[[Upgrade], None]) -> Callable[[Upgrade], None]:
+    FACTS.append(check)
+    return check
+
+
+@pytest.mark.parametrize("start", earlier_rag_migrations(), ids=lambda name: f"from rag {name}")
+def test_an_upgrade_keeps_every_fact(start: str, executor: MigrationExecutor, subtests: pytest.Subtests) -> None:
+    """Each starting state is migrated once (seconds each); every fact is then checked and reported by its name."""
+    upgrade = upgrade_from(start, executor)
+    for check in FACTS:
+        with subtests.test(check.__name__):
+            check(upgrade)
+
+
+@fact
+def the_chunks_their_text_and_vectors_come_through_unchanged(upgrade: Upgrade) -> None:
     assert fetch(CHUNKS) == upgrade.chunks_before
 
 
-def test_the_documents_and_their_index_statuses_come_through_unchanged(upgrade: Upgrade):
+@fact
+def the_documents_and_their_index_statuses_come_through_unchanged(upgrade: Upgrade) -> None:
     assert fetch(DOCUMENTS_AND_STATUSES) == upgrade.documents_and_statuses_before
 
 
-def test_every_chunk_has_a_keyword_vector_and_its_length(upgrade: Upgrade):
+@fact
+def every_chunk_has_a_keyword_vector_and_its_length(upgrade: Upgrade) -> None:
     missing = fetch("""SELECT id FROM document_embeddings WHERE search_vector IS NULL
                        OR doc_length <> (SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u)""")
     assert missing == []
 
 
-def test_headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgrade):
+@fact
+def headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgrade) -> None:
     (heading_keywords,) = fetch(
         "SELECT array_agg(u.lexeme ORDER BY u.lexeme) FROM document_embeddings, "
         "unnest(ts_filter(search_vector, '{b}')) u WHERE chunk_text LIKE 'Redeploy%'"
@@ -233,18 +251,21 @@ def test_headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgra
     assert heading_keywords == ["deploy", "rollback"]
 
 
-def test_every_lexeme_of_every_chunk_has_its_posting_with_tf_length_and_version(upgrade: Upgrade):
+@fact
+def every_lexeme_of_every_chunk_has_its_posting_with_tf_length_and_version(upgrade: Upgrade) -> None:
     assert sorted(fetch(POSTINGS)) == sorted(fetch(EXPECTED_POSTINGS))
 
 
-def test_no_chunk_is_left_without_postings(upgrade: Upgrade):
+@fact
+def no_chunk_is_left_without_postings(upgrade: Upgrade) -> None:
     assert (
         fetch("SELECT id FROM document_embeddings e WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)")
         == []
     )
 
 
-def test_every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(upgrade: Upgrade):
+@fact
+def every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(upgrade: Upgrade) -> None:
     sign_bits = "SELECT chunk_id, model_id, collection_id, document_id, document_version, bits::text FROM chunk_sign_bits"
     expected = """SELECT e.id, e.model_id, d.collection_id, e.document_id, e.document_version,
                          (SELECT string_agg(CASE WHEN x > 0 THEN '1' ELSE '0' END, '' ORDER BY i)
@@ -255,12 +276,26 @@ def test_every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(
     assert sorted(rows) == sorted(fetch(expected))
 
 
-def test_each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade):
+@fact
+def each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade) -> None:
     mismatched = [row for row in fetch(KEYWORD_LENGTHS) if row[2] != row[3]]
     assert mismatched == []
 
 
-def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
+@fact
+def each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade) -> None:
+    if upgrade.start >= SERVING_MIGRATION[1]:
+        pytest.skip("from this state on the app records the serving model when it indexes; the seed writes chunks only")
+    # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
+    assert fetch(
+        "SELECT t.name, s.model_id, s.provider, s.dimension FROM rag_serving_model s JOIN permissions_team t ON t.id = s.team_id"
+    ) == [("Acme", MODEL, "fake", DIMENSION)]
+
+
+@fact
+def the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade) -> None:
+    """Last: it rewrites the keyword index (to the same rows, when it holds)."""
+
     def index() -> tuple[list, list, list]:
         return (
             fetch("SELECT id, search_vector::text, doc_length FROM document_embeddings ORDER BY id"),
@@ -273,16 +308,7 @@ def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
     assert index() == upgraded
 
 
-def test_each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade):
-    if upgrade.start >= SERVING_MIGRATION[1]:
-        pytest.skip("from this state on the app records the serving model when it indexes; the seed writes chunks only")
-    # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
-    assert fetch(
-        "SELECT t.name, s.model_id, s.provider, s.dimension FROM rag_serving_model s JOIN permissions_team t ON t.id = s.team_id"
-    ) == [("Acme", MODEL, "fake", DIMENSION)]
-
-
-def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be_read(executor: MigrationExecutor):
+def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be_read(executor: MigrationExecutor) -> None:
     """Facts written before 0014 do not say whether only a title made them: every non-subject mention of a
     title entity, and every relation end that is a title not the subject of the relation's own chunk, is
     flagged (the safe reading); names, subjects and a chunk's own title stay unflagged."""
