@@ -36,10 +36,10 @@ run: install
 test: check chromium
 	$(PY) -m pytest
 
-# The loop while working: everything but the tests that start processes (servers, workers, Chromium,
-# the real model) and the upgrade from every earlier migration. `make test` runs those too.
+# The loop while working: everything but the tests that start processes (servers, workers, Chromium),
+# load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).
 test-fast: install-dev
-	$(PY) -m pytest -m "not serve and not worker and not browser and not slow_model and not upgrade"
+	$(PY) -m pytest -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
 
 # The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
 chromium:

@@ -14,7 +14,7 @@ from tests.factories import DocumentFactory
 from tests.rag.texts import OWLS, SECRET
 from tests.servers import GunicornServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 SECRET_QUESTION = "What is the barn code?"
 
