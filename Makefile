@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test check chromium install install-dev worker bench clean
+.PHONY: run test test-fast check chromium install install-dev worker bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ run: install
 # The suite starts what it needs (its own PostgreSQL and Redis under var/) and stops it at the end.
 test: check chromium
 	$(PY) -m pytest
+
+# The loop while working: everything but the tests that start processes (servers, workers, Chromium),
+# load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).
+test-fast: install-dev
+	$(PY) -m pytest -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
 
 # The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
 chromium:

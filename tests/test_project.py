@@ -134,6 +134,7 @@ def test_the_wsgi_application_loads_its_views_and_freezes_startup_objects():
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
 
 
+@pytest.mark.server
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="only the embedded server is started by the tests")
 def test_a_test_run_stops_the_embedded_postgres_it_started(tmp_path):
     from config.embedded_db.server import server_running

@@ -39,3 +39,6 @@ STORAGES = {
         "OPTIONS": {"location": env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "test-imports"))},
     },
 }
+# The test client loads the middleware again for every client it makes, and WhiteNoise would list every
+# static file each time; in autorefresh mode it finds a file when a request asks for one.
+WHITENOISE_AUTOREFRESH = True

@@ -46,26 +46,32 @@ def test_manage_py_commands_that_need_no_database_start_no_server(command: str, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.server
 def test_the_first_connection_creates_the_configured_database(fresh_server: Connected) -> None:
     assert {database for database, _ in fresh_server.seen} == {"cairn_probe"}
 
 
+@pytest.mark.server
 def test_the_first_connection_gives_the_server_its_shared_buffers(fresh_server: Connected) -> None:
     assert {shared_buffers for _, shared_buffers in fresh_server.seen} == {"256MB"}
 
 
+@pytest.mark.server
 def test_threads_connecting_at_once_all_connect(fresh_server: Connected) -> None:
     assert len(fresh_server.seen) == 4
 
 
+@pytest.mark.server
 def test_threads_connecting_at_once_restart_the_server_once(fresh_server: Connected) -> None:
     assert fresh_server.log.count("restarting the embedded PostgreSQL with shared_buffers = 256MB") == 1
 
 
+@pytest.mark.server
 def test_threads_connecting_at_once_create_the_database_once(fresh_server: Connected) -> None:
     assert fresh_server.log.count("creating embedded database cairn_probe") == 1
 
 
+@pytest.mark.server
 def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_server: Connected) -> None:
     result = run_python(CONNECT_SCRIPT, env=fresh_server.env)
     assert result.returncode == 0, result.stderr

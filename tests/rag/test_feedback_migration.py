@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests.factories import UserFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.upgrade, pytest.mark.django_db(transaction=True)]
 
 BEFORE, AFTER = ("rag", "0008_knowledge_graph"), ("rag", "0009_feedback_uuid_one_per_answer")
 

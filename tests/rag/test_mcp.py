@@ -20,7 +20,7 @@ from permissions.services import api_token_create, api_token_revoke
 from rag.retrieval.explore import entity_list
 from tests.servers import GunicornServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 T = TypeVar("T")
 TOOLS = {"search", "answer", "read_document", "list_collections", "find_entities", "get_entity"}

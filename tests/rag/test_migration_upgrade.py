@@ -1,25 +1,28 @@
 """Upgrading a database that holds chunks, from every earlier rag migration to the latest migrations.
 
 Rows go in through the models of the starting state; the upgraded database is read with SQL
-against table names, because models get renamed over time and their tables do not.
+against table names, because models get renamed over time and their tables do not. Each starting
+state has a team of its own, whose rows every query below is limited to (`%(team)s`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import pytest
 from django.apps.registry import Apps
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.state import ProjectState
 
 from rag.indexing.keyword_postings import refresh_search_vectors
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.upgrade, pytest.mark.django_db(transaction=True)]
 
 # The migration that recomputed the keyword columns with the headings above each chunk. The app
 # of every state from it on writes them that way; the app of every earlier state wrote title and
@@ -43,24 +46,28 @@ TITLE_HEADINGS_AND_TEXT = """setweight(to_tsvector('english', d.title), 'A')
           WHERE strpos(e.chunk_text, h) = 0), '')), 'B')
     || to_tsvector('english', e.chunk_text)"""
 
-CHUNKS = """SELECT id, document_id, chunk_index, document_version, model_id, chunk_text, embedding::text, metadata
-            FROM document_embeddings ORDER BY id"""
+# The team's chunks (e), with their documents (d).
+TEAM_CHUNKS = "document_embeddings e JOIN documents_document d ON d.id = e.document_id AND d.team_id = %(team)s"
+CHUNKS = f"""SELECT e.id, e.document_id, e.chunk_index, e.document_version, e.model_id, e.chunk_text, e.embedding::text, e.metadata
+             FROM {TEAM_CHUNKS} ORDER BY e.id"""
 DOCUMENTS_AND_STATUSES = """SELECT d.id, d.team_id, d.collection_id, d.title, d.version, s.model_id, s.state, s.indexed_version, s.chunk_count
                             FROM documents_document d JOIN document_index_status s ON s.document_id = d.id
-                            ORDER BY d.id, s.model_id"""
+                            WHERE d.team_id = %(team)s ORDER BY d.id, s.model_id"""
 # Every posting a chunk's keyword columns call for, as the app wrote them before postings carried the collection...
-EARLIER_POSTINGS = """SELECT e.id, u.lexeme, e.document_id, e.document_version, e.model_id,
-                             least(cardinality(u.positions), 32767), e.doc_length
-                      FROM document_embeddings e, unnest(e.search_vector) u"""
-# ...and with their document's collection, as the latest state holds them.
-EXPECTED_POSTINGS = """SELECT e.id, u.lexeme, e.document_id, e.document_version, d.collection_id, e.model_id,
+EARLIER_POSTINGS = f"""SELECT e.id, u.lexeme, e.document_id, e.document_version, e.model_id,
                               least(cardinality(u.positions), 32767), e.doc_length
-                       FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id, unnest(e.search_vector) u"""
-POSTINGS = "SELECT chunk_id, lexeme, document_id, document_version, collection_id, model_id, tf, length FROM keyword_postings"
+                       FROM {TEAM_CHUNKS}, unnest(e.search_vector) u"""
+# ...and with their document's collection, as the latest state holds them.
+EXPECTED_POSTINGS = f"""SELECT e.id, u.lexeme, e.document_id, e.document_version, d.collection_id, e.model_id,
+                               least(cardinality(u.positions), 32767), e.doc_length
+                        FROM {TEAM_CHUNKS}, unnest(e.search_vector) u"""
+POSTINGS = """SELECT k.chunk_id, k.lexeme, k.document_id, k.document_version, k.collection_id, k.model_id, k.tf, k.length
+              FROM keyword_postings k JOIN documents_document d ON d.id = k.document_id AND d.team_id = %(team)s"""
 KEYWORD_LENGTHS = """SELECT s.document_id, s.model_id, s.keyword_length,
                             (SELECT coalesce(sum(e.doc_length), 0) FROM document_embeddings e
                              WHERE e.document_id = s.document_id AND e.model_id = s.model_id)
-                     FROM document_index_status s ORDER BY s.document_id, s.model_id"""
+                     FROM document_index_status s JOIN documents_document d ON d.id = s.document_id AND d.team_id = %(team)s
+                     ORDER BY s.document_id, s.model_id"""
 
 
 def earlier_rag_migrations() -> list[str]:
@@ -70,15 +77,15 @@ def earlier_rag_migrations() -> list[str]:
     return [name for app, name in graph.forwards_plan(latest) if app == "rag" and (app, name) != latest]
 
 
-def fetch(sql: str) -> list[tuple]:
+def fetch(sql: str, team: UUID | None = None) -> list[tuple]:
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, None if team is None else {"team": team})
         return cursor.fetchall()
 
 
-def execute(sql: str) -> None:
+def execute(sql: str, team: UUID | None = None) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, None if team is None else {"team": team})
 
 
 def model_of_table(apps: Apps, table: str) -> type[Any]:
@@ -94,8 +101,19 @@ def vector(seed: int, dimension: int) -> list[float]:
     return [((seed * 31 + i * 7) % 97) / 97 for i in range(dimension)]
 
 
-def seed(apps: Apps, *, headings: bool) -> None:
-    """A team's handbook, with chunks, vectors and index statuses as the app of that state wrote them."""
+@dataclass
+class Upgrade:
+    """A team seeded at `start`, and its rows as the app of that state wrote them."""
+
+    start: str
+    team: UUID
+    chunks_before: list[tuple]
+    documents_and_statuses_before: list[tuple]
+
+
+def seed(apps: Apps, *, start: str, headings: bool) -> Upgrade:
+    """A team of the starting state's own: its handbook, with chunks, vectors and index statuses as the app
+    of that state wrote them."""
     Team = apps.get_model("permissions", "Team")
     User = apps.get_model("permissions", "User")
     Collection = apps.get_model("documents", "Collection")
@@ -103,9 +121,9 @@ def seed(apps: Apps, *, headings: bool) -> None:
     Chunk = model_of_table(apps, "document_embeddings")
     Status = model_of_table(apps, "document_index_status")
 
-    team = Team.objects.create(name="Acme")
-    alice = User.objects.create(username="alice", password="!", team=team, is_team_admin=True)
-    User.objects.create(username="bob", password="!", team=team)
+    team = Team.objects.create(name=f"Acme from {start}")
+    alice = User.objects.create(username=f"alice-{start}", password="!", team=team, is_team_admin=True)
+    User.objects.create(username=f"bob-{start}", password="!", team=team)
     handbook = Collection.objects.create(team=team, name="Handbook", default_access="read", created_by=alice)
 
     def document(title: str, text: str, version: int = 1):
@@ -155,28 +173,45 @@ def seed(apps: Apps, *, headings: bool) -> None:
     Status.objects.create(document=onboarding, model_id=MODEL, state="pending", indexed_version=1, chunk_count=1)
     Status.objects.create(document=empty, model_id=MODEL, state="indexed", indexed_version=1, chunk_count=0)
 
-    execute(f"""UPDATE document_embeddings e SET search_vector = {TITLE_HEADINGS_AND_TEXT if headings else TITLE_AND_TEXT}
-                FROM documents_document d WHERE d.id = e.document_id""")
     execute(
-        "UPDATE document_embeddings SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u), 0)"
+        f"""UPDATE document_embeddings e SET search_vector = {TITLE_HEADINGS_AND_TEXT if headings else TITLE_AND_TEXT}
+            FROM documents_document d WHERE d.id = e.document_id AND d.team_id = %(team)s""",
+        team.pk,
+    )
+    execute(
+        """UPDATE document_embeddings e SET doc_length = coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u), 0)
+           FROM documents_document d WHERE d.id = e.document_id AND d.team_id = %(team)s""",
+        team.pk,
     )
     if headings:
-        execute("""UPDATE document_index_status s SET keyword_length = coalesce(
-                       (SELECT sum(e.doc_length) FROM document_embeddings e
-                        WHERE e.document_id = s.document_id AND e.model_id = s.model_id), 0)""")
+        execute(
+            """UPDATE document_index_status s SET keyword_length = coalesce(
+                   (SELECT sum(e.doc_length) FROM document_embeddings e
+                    WHERE e.document_id = s.document_id AND e.model_id = s.model_id), 0)
+               FROM documents_document d WHERE d.id = s.document_id AND d.team_id = %(team)s""",
+            team.pk,
+        )
     if "keyword_postings" in connection.introspection.table_names():
         with connection.cursor() as cursor:
             columns = {c.name for c in connection.introspection.get_table_description(cursor, "keyword_postings")}
         if "collection_id" in columns:  # from the migration that gave postings their document's collection
             execute(
                 "INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, collection_id, model_id, tf, length) "
-                f"{EXPECTED_POSTINGS}"
+                f"{EXPECTED_POSTINGS}",
+                team.pk,
             )
         else:
             execute(
                 f"INSERT INTO keyword_postings (chunk_id, lexeme, document_id, document_version, model_id, tf, length) "
-                f"{EARLIER_POSTINGS}"
+                f"{EARLIER_POSTINGS}",
+                team.pk,
             )
+    return Upgrade(
+        start=start,
+        team=team.pk,
+        chunks_before=fetch(CHUNKS, team.pk),
+        documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES, team.pk),
+    )
 
 
 @pytest.fixture
@@ -190,105 +225,129 @@ def executor() -> Iterator[MigrationExecutor]:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
 
-@dataclass
-class Upgrade:
-    start: str
-    chunks_before: list[tuple]
-    documents_and_statuses_before: list[tuple]
+# What an upgrade from any earlier state keeps: each a check of one team's rows in the upgraded database.
+FACTS: list[Callable[[Upgrade], None]] = []
 
 
-@pytest.fixture(params=earlier_rag_migrations(), ids=lambda name: f"from rag {name}")
-def upgrade(request, executor: MigrationExecutor) -> Upgrade:
-    """A database with chunks at the starting rag migration, then migrated to the latest migrations."""
-    start = ("rag", request.param)
-    state = executor.migrate([start])
-    seed(state.apps, headings=HEADINGS_MIGRATION in executor.loader.graph.forwards_plan(start))
-    before = Upgrade(
-        start=request.param, chunks_before=fetch(CHUNKS), documents_and_statuses_before=fetch(DOCUMENTS_AND_STATUSES)
-    )
-    executor.loader.build_graph()
+def fact(check: Callable[[Upgrade], None]) -> Callable[[Upgrade], None]:
+    FACTS.append(check)
+    return check
+
+
+def test_an_upgrade_from_every_earlier_migration_keeps_every_fact(executor: MigrationExecutor, subtests: pytest.Subtests) -> None:
+    """One pass from the first rag migration to the latest, stopping at each earlier one to seed a team
+    of its own: each team's rows go through every migration after their start, as an upgrade from that
+    state would take them. Every fact is then checked for every team and reported by start and name."""
+    upgrades = []
+    for start in earlier_rag_migrations():
+        migrated = executor.migrate([("rag", start)])
+        # Rendered anew: the models of a state that migrations ran through may point at earlier renders.
+        state = ProjectState(migrated.models, migrated.real_apps)
+        upgrades.append(
+            seed(state.apps, start=start, headings=HEADINGS_MIGRATION in executor.loader.graph.forwards_plan(("rag", start)))
+        )
+        executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
-    return before
+    for upgrade in upgrades:
+        for check in FACTS:
+            with subtests.test(f"from rag {upgrade.start}: {check.__name__}"):
+                check(upgrade)
 
 
-def test_the_chunks_their_text_and_vectors_come_through_unchanged(upgrade: Upgrade):
-    assert fetch(CHUNKS) == upgrade.chunks_before
+@fact
+def the_chunks_their_text_and_vectors_come_through_unchanged(upgrade: Upgrade) -> None:
+    assert fetch(CHUNKS, upgrade.team) == upgrade.chunks_before
 
 
-def test_the_documents_and_their_index_statuses_come_through_unchanged(upgrade: Upgrade):
-    assert fetch(DOCUMENTS_AND_STATUSES) == upgrade.documents_and_statuses_before
+@fact
+def the_documents_and_their_index_statuses_come_through_unchanged(upgrade: Upgrade) -> None:
+    assert fetch(DOCUMENTS_AND_STATUSES, upgrade.team) == upgrade.documents_and_statuses_before
 
 
-def test_every_chunk_has_a_keyword_vector_and_its_length(upgrade: Upgrade):
-    missing = fetch("""SELECT id FROM document_embeddings WHERE search_vector IS NULL
-                       OR doc_length <> (SELECT sum(cardinality(u.positions)) FROM unnest(search_vector) u)""")
+@fact
+def every_chunk_has_a_keyword_vector_and_its_length(upgrade: Upgrade) -> None:
+    missing = fetch(
+        f"""SELECT e.id FROM {TEAM_CHUNKS} WHERE e.search_vector IS NULL
+            OR e.doc_length <> (SELECT sum(cardinality(u.positions)) FROM unnest(e.search_vector) u)""",
+        upgrade.team,
+    )
     assert missing == []
 
 
-def test_headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgrade):
+@fact
+def headings_a_chunk_does_not_contain_are_among_its_keywords(upgrade: Upgrade) -> None:
     (heading_keywords,) = fetch(
-        "SELECT array_agg(u.lexeme ORDER BY u.lexeme) FROM document_embeddings, "
-        "unnest(ts_filter(search_vector, '{b}')) u WHERE chunk_text LIKE 'Redeploy%'"
+        f"SELECT array_agg(u.lexeme ORDER BY u.lexeme) FROM {TEAM_CHUNKS}, "
+        "unnest(ts_filter(e.search_vector, '{b}')) u WHERE e.chunk_text LIKE 'Redeploy%%'",
+        upgrade.team,
     )[0]
     assert heading_keywords == ["deploy", "rollback"]
 
 
-def test_every_lexeme_of_every_chunk_has_its_posting_with_tf_length_and_version(upgrade: Upgrade):
-    assert sorted(fetch(POSTINGS)) == sorted(fetch(EXPECTED_POSTINGS))
+@fact
+def every_lexeme_of_every_chunk_has_its_posting_with_tf_length_and_version(upgrade: Upgrade) -> None:
+    assert sorted(fetch(POSTINGS, upgrade.team)) == sorted(fetch(EXPECTED_POSTINGS, upgrade.team))
 
 
-def test_no_chunk_is_left_without_postings(upgrade: Upgrade):
-    assert (
-        fetch("SELECT id FROM document_embeddings e WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)")
-        == []
-    )
+@fact
+def no_chunk_is_left_without_postings(upgrade: Upgrade) -> None:
+    without = f"SELECT e.id FROM {TEAM_CHUNKS} WHERE NOT EXISTS (SELECT FROM keyword_postings k WHERE k.chunk_id = e.id)"
+    assert fetch(without, upgrade.team) == []
 
 
-def test_every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(upgrade: Upgrade):
-    sign_bits = "SELECT chunk_id, model_id, collection_id, document_id, document_version, bits::text FROM chunk_sign_bits"
-    expected = """SELECT e.id, e.model_id, d.collection_id, e.document_id, e.document_version,
-                         (SELECT string_agg(CASE WHEN x > 0 THEN '1' ELSE '0' END, '' ORDER BY i)
-                          FROM unnest(e.embedding::real[]) WITH ORDINALITY AS u(x, i))
-                  FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id"""
-    rows = fetch(sign_bits)
-    assert len(rows) == len(fetch(CHUNKS)) and {len(row[5]) for row in rows} == {DIMENSION, OTHER_DIMENSION}
-    assert sorted(rows) == sorted(fetch(expected))
+@fact
+def every_chunk_has_the_signs_of_its_vector_with_its_document_s_collection(upgrade: Upgrade) -> None:
+    sign_bits = """SELECT b.chunk_id, b.model_id, b.collection_id, b.document_id, b.document_version, b.bits::text
+                   FROM chunk_sign_bits b JOIN documents_document d ON d.id = b.document_id AND d.team_id = %(team)s"""
+    expected = f"""SELECT e.id, e.model_id, d.collection_id, e.document_id, e.document_version,
+                          (SELECT string_agg(CASE WHEN x > 0 THEN '1' ELSE '0' END, '' ORDER BY i)
+                           FROM unnest(e.embedding::real[]) WITH ORDINALITY AS u(x, i))
+                   FROM {TEAM_CHUNKS}"""
+    rows = fetch(sign_bits, upgrade.team)
+    assert len(rows) == len(fetch(CHUNKS, upgrade.team)) and {len(row[5]) for row in rows} == {DIMENSION, OTHER_DIMENSION}
+    assert sorted(rows) == sorted(fetch(expected, upgrade.team))
 
 
-def test_each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade):
-    mismatched = [row for row in fetch(KEYWORD_LENGTHS) if row[2] != row[3]]
+@fact
+def each_index_status_keyword_length_is_the_sum_of_its_chunks_lengths(upgrade: Upgrade) -> None:
+    mismatched = [row for row in fetch(KEYWORD_LENGTHS, upgrade.team) if row[2] != row[3]]
     assert mismatched == []
 
 
-def test_the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade):
-    def index() -> tuple[list, list, list]:
-        return (
-            fetch("SELECT id, search_vector::text, doc_length FROM document_embeddings ORDER BY id"),
-            sorted(fetch(POSTINGS)),
-            fetch(KEYWORD_LENGTHS),
-        )
-
-    upgraded = index()
-    refresh_search_vectors(document_ids=[document_id for (document_id,) in fetch("SELECT id FROM documents_document")])
-    assert index() == upgraded
-
-
-def test_each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade):
+@fact
+def each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(upgrade: Upgrade) -> None:
     if upgrade.start >= SERVING_MIGRATION[1]:
         pytest.skip("from this state on the app records the serving model when it indexes; the seed writes chunks only")
     # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
-    assert fetch(
-        "SELECT t.name, s.model_id, s.provider, s.dimension FROM rag_serving_model s JOIN permissions_team t ON t.id = s.team_id"
-    ) == [("Acme", MODEL, "fake", DIMENSION)]
+    assert fetch("SELECT model_id, provider, dimension FROM rag_serving_model WHERE team_id = %(team)s", upgrade.team) == [
+        (MODEL, "fake", DIMENSION)
+    ]
 
 
-def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be_read(executor: MigrationExecutor):
+@fact
+def the_keyword_index_is_what_the_app_writes_today(upgrade: Upgrade) -> None:
+    """Last: it rewrites the team's keyword index (to the same rows, when it holds)."""
+
+    def index() -> tuple[list, list, list]:
+        return (
+            fetch(f"SELECT e.id, e.search_vector::text, e.doc_length FROM {TEAM_CHUNKS} ORDER BY e.id", upgrade.team),
+            sorted(fetch(POSTINGS, upgrade.team)),
+            fetch(KEYWORD_LENGTHS, upgrade.team),
+        )
+
+    upgraded = index()
+    documents = fetch("SELECT id FROM documents_document WHERE team_id = %(team)s", upgrade.team)
+    refresh_search_vectors(document_ids=[document_id for (document_id,) in documents])
+    assert index() == upgraded
+
+
+def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be_read(executor: MigrationExecutor) -> None:
     """Facts written before 0014 do not say whether only a title made them: every non-subject mention of a
     title entity, and every relation end that is a title not the subject of the relation's own chunk, is
     flagged (the safe reading); names, subjects and a chunk's own title stay unflagged."""
     (before,) = executor.loader.graph.node_map[TITLE_FLAGS_MIGRATION].parents
     state = executor.migrate([before.key])
-    seed(state.apps, headings=True)
+    seed(state.apps, start=before.key[1], headings=True)
     execute("""INSERT INTO graph_entities (id, team_id, key, name, kind, created_at)
                SELECT gen_random_uuid(), t.id, k.key, k.name, k.kind, now() FROM permissions_team t,
                (VALUES ('deployment guide', 'Deployment guide', 'document'), ('release script', 'Release script', 'name')) k(key, name, kind)""")

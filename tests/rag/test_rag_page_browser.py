@@ -24,13 +24,26 @@ ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery"
 
 
-@pytest.fixture
-def server(tmp_path):
+def rag_page_server(tmp_path: Path, *, llm_delay: str) -> GunicornServer:
     # Bag-of-words fake embeddings score a short question against a whole page low; the threshold
     # is lowered to match (the evidence gate itself is tested in tests/rag/test_answers.py).
-    server = GunicornServer(
-        log_path=tmp_path / "gunicorn.log", extra_env={"RAG_FAKE_LLM_DELAY": "0.04", "RAG_ANSWER_MIN_SCORE": "0.05"}
+    return GunicornServer(
+        log_path=tmp_path / "gunicorn.log", extra_env={"RAG_FAKE_LLM_DELAY": llm_delay, "RAG_ANSWER_MIN_SCORE": "0.05"}
     ).start()
+
+
+@pytest.fixture
+def server(tmp_path):
+    """The fake LLM writes slowly enough for the page to show an answer while it streams."""
+    server = rag_page_server(tmp_path, llm_delay="0.04")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def quick_server(tmp_path):
+    """The fake LLM writes at once: a conversation's answers need not be watched as they stream."""
+    server = rag_page_server(tmp_path, llm_delay="0")
     yield server
     server.stop()
 
@@ -170,7 +183,7 @@ def ask_on_the_page(page, question: str) -> None:
     expect(page.locator("#feedback")).to_be_visible()  # shown once the `done` event arrived
 
 
-def test_a_conversation_on_the_rag_page_keeps_its_thread_and_reopens_from_the_list(cast, library, server):
+def test_a_conversation_on_the_rag_page_keeps_its_thread_and_reopens_from_the_list(cast, library, quick_server):
     from playwright.sync_api import sync_playwright
 
     from rag.models import Conversation
@@ -187,10 +200,10 @@ def test_a_conversation_on_the_rag_page_keeps_its_thread_and_reopens_from_the_li
         page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         page.on("pageerror", lambda error: errors.append(str(error)))
         try:
-            converse(page, server)
+            converse(page, quick_server)
         except Exception:
-            page.screenshot(path=str(server.log_path.with_name("failure.png")), full_page=True)
-            print(f"page {page.url}:\n{page.content()}\nserver log:\n{server.log_path.read_text()[-4000:]}")
+            page.screenshot(path=str(quick_server.log_path.with_name("failure.png")), full_page=True)
+            print(f"page {page.url}:\n{page.content()}\nserver log:\n{quick_server.log_path.read_text()[-4000:]}")
             raise
         finally:
             browser.close()

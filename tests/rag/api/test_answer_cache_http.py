@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     # Imported for annotations only: a module-level TestBroker is a class pytest tries to collect.
     from tests.conftest import TestBroker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 SECRET_QUESTION = "What is the barn code?"
 

@@ -17,7 +17,7 @@ from tests.factories import DocumentFactory
 from tests.rag.texts import OWLS
 from tests.servers import GunicornServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 TOKEN_DELAY = 0.15  # seconds the fake LLM waits before each piece of text
 
