@@ -33,13 +33,17 @@ run: install
 	$(PY) -m config.serve --demo --bind $(HOST):$(PORT)
 
 # The suite starts what it needs (its own PostgreSQL and Redis under var/) and stops it at the end.
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise
+# pytest and every server a test starts compile the code afresh, a good share of the suite's time.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+
 test: check chromium
-	$(PY) -m pytest
+	$(PYTEST)
 
 # The loop while working: everything but the tests that start processes (servers, workers, Chromium),
 # load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).
 test-fast: install-dev
-	$(PY) -m pytest -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
+	$(PYTEST) -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
 
 # The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
 chromium:
