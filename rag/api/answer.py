@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from django.http import StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -144,22 +145,25 @@ class RagAnswerApi(RagApi):
     def post(self, request: AuthenticatedRequest) -> HttpResponseBase:
         started = time.perf_counter()
         data = self.validated(request)
-        events = answer_request(
-            user=request.user,
-            query=data["query"],
-            conversation_id=data.get("conversationId"),
-            limit=data["limit"],
-            collection_id=data.get("collectionId"),
-            document_id=data.get("documentId"),
-            tags=data.get("tags", []),
-            started=started,
-        )
+        events = answer_request(user=request.user, started=started, **answer_arguments(data))
         if not data["stream"]:
             return respond(AnswerOutput, answer_complete(events).body())
         response = StreamingHttpResponse(sse_stream(events, STREAM_OUTPUTS), content_type=f"{EVENT_STREAM}; charset=utf-8")
         response["Cache-Control"] = "no-cache, no-transform"
         response["X-Accel-Buffering"] = "no"  # nginx and similar proxies: pass events through at once
         return response
+
+
+def answer_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    """`RagAnswerApi.Input`'s validated data as `answer_request`'s arguments (the MCP answer tool's too)."""
+    return {
+        "query": data["query"],
+        "conversation_id": data.get("conversationId"),
+        "limit": data["limit"],
+        "collection_id": data.get("collectionId"),
+        "document_id": data.get("documentId"),
+        "tags": data.get("tags", []),
+    }
 
 
 class FeedbackOutput(serializers.Serializer):

@@ -23,7 +23,7 @@ from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, Pagina
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
 from rag.answering.answer import answer_complete, answer_request
-from rag.api.answer import AnswerOutput, RagAnswerApi
+from rag.api.answer import AnswerOutput, RagAnswerApi, answer_arguments
 from rag.api.base import QueryField, StrictInt
 from rag.api.graph import EntityDetailOutput, GraphEntitiesApi, GraphEntitiesResponse, GraphEntityApi
 from rag.api.search import RagSearchApi, search_arguments, search_response_body
@@ -116,15 +116,7 @@ class AnswerInput(RagAnswerApi.Input):
 
 
 def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    events = answer_request(
-        user=user,
-        query=data["query"],
-        conversation_id=data.get("conversationId"),
-        limit=data["limit"],
-        collection_id=data.get("collectionId"),
-        document_id=data.get("documentId"),
-        tags=data.get("tags", []),
-    )
+    events = answer_request(user=user, **answer_arguments(data))
     return envelope(AnswerOutput)({"data": answer_complete(events).body()}).data
 
 
