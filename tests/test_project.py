@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,14 @@ def run_settings(module: str, **env: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=60,
     )
+
+
+def test_the_licence_in_pyproject_is_the_licence_file():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+    assert "(LICENSE)" in (ROOT / "README.md").read_text()
 
 
 def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
