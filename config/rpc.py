@@ -124,6 +124,26 @@ def check_json_types(serializer: serializers.Serializer, body: dict[str, Any]) -
             raise serializers.ValidationError({name: [error]})
 
 
+def check_known_fields(
+    serializer: serializers.Serializer, body: Any, *, taker: str = "this endpoint", noun: str = "field", path: str = ""
+) -> None:
+    """Refuse a field `taker` does not declare, in the body or an object inside it: DRF drops it silently,
+    so a misspelled `limt` or a `"permission": "none"` meant as `defaultAccess` would be lost unseen."""
+    if not isinstance(body, dict):
+        return
+    fields = {name: field for name, field in serializer.fields.items() if not field.read_only}
+    for name in body:
+        if name not in fields:
+            raise serializers.ValidationError({f"{path}{name}": [f"no such {noun}; {taker} takes {', '.join(fields)}."]})
+    for name, field in fields.items():
+        value = body.get(name)
+        if isinstance(field, serializers.Serializer):
+            check_known_fields(field, value, taker=taker, noun=noun, path=f"{path}{name}.")
+        elif isinstance(field, serializers.ListField) and isinstance(field.child, serializers.Serializer):
+            for index, item in enumerate(value if isinstance(value, list) else []):
+                check_known_fields(field.child, item, taker=taker, noun=noun, path=f"{path}{name}[{index}].")
+
+
 def validate_body(serializer_class: SerializerClass, request: Request) -> dict[str, Any]:
     """The request body, which must be a JSON object, validated by `serializer_class`; raises DRF's errors."""
     try:
@@ -134,6 +154,7 @@ def validate_body(serializer_class: SerializerClass, request: Request) -> dict[s
     if not isinstance(body, dict):
         raise serializers.ValidationError("The request body must be a JSON object.")
     serializer = serializer_class(data=body)
+    check_known_fields(serializer, body)
     # Form fields (a multipart upload) are text by nature; only a JSON body has types to hold to.
     if not isinstance(body, QueryDict):
         check_json_types(serializer, body)
@@ -178,6 +199,12 @@ class RpcSchema(AutoSchema):
     def get_serializer_name(self, serializer: serializers.Serializer, direction: Direction) -> str:
         # Nested inputs are named after their view (DocumentCreateApi.Input -> DocumentCreateInput), not all "Input".
         return "".join(part.removesuffix("Api") for part in type(serializer).__qualname__.split("."))
+
+    def _map_basic_serializer(self, serializer: serializers.Serializer, direction: Direction) -> dict[str, Any]:
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request":
+            schema["additionalProperties"] = False  # `check_known_fields` refuses any other field
+        return schema
 
     def get_operation(
         self, path: str, path_regex: str, path_prefix: str, method: str, registry: ComponentRegistry

@@ -132,6 +132,17 @@ class RagAnswerApi(RagApi):
             allow_null=True,
             help_text="A conversation of yours to continue (from an earlier answer); absent, the answer starts a new one.",
         )
+        sessionId = serializers.UUIDField(
+            required=False, allow_null=True, help_text="Another name for `conversationId` (send one of the two)."
+        )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            session_id = attrs.pop("sessionId", None)
+            conversation_id = attrs.get("conversationId")
+            if session_id and conversation_id and session_id != conversation_id:
+                raise serializers.ValidationError({"sessionId": ["names another conversation than conversationId."]})
+            attrs["conversationId"] = conversation_id or session_id
+            return attrs
 
     @extend_schema(
         responses={

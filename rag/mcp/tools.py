@@ -18,7 +18,7 @@ from rest_framework.fields import empty
 
 from config.errors import ApplicationError, InvalidQuery, RagDisabled, ValidationFailed
 from config.exceptions import first_message
-from config.rpc import SerializerClass, check_json_types, envelope, page_body
+from config.rpc import SerializerClass, check_json_types, check_known_fields, envelope, page_body
 from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
@@ -57,10 +57,8 @@ class Tool:
 
     def validated(self, arguments: dict[str, Any]) -> dict[str, Any]:
         serializer = self.input(data=arguments)
-        unknown = sorted(set(arguments) - set(serializer.fields))
-        if unknown:
-            raise self.input_error(f"{unknown[0]}: no such argument; {self.name} takes {', '.join(serializer.fields)}.")
         try:
+            check_known_fields(serializer, arguments, taker=self.name, noun="argument")
             check_json_types(serializer, arguments)
             serializer.is_valid(raise_exception=True)
         except serializers.ValidationError as exc:
@@ -198,6 +196,7 @@ TOOLS: dict[str, Tool] = {
                 "tags": _TAGS,
                 "conversationId": "Continue this conversation (the conversationId of an earlier answer): the question "
                 "may then refer to the earlier turns, as in 'and how do I roll it back?'. Absent: a new conversation.",
+                "sessionId": "Another name for conversationId (send one of the two).",
             },
             run=_answer,
         ),

@@ -379,3 +379,25 @@ def test_the_same_follow_up_after_different_turns_is_not_served_the_other_conver
     second = answer(api, "Tell me more about owls hunting at night", conversationId=other["conversationId"])
     assert first["standaloneQuery"] == second["standaloneQuery"], "the same question searched: only the turns differ"
     assert (first["cached"], second["cached"]) == (False, False)
+
+
+def test_session_id_continues_the_conversation_as_conversation_id_does(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
+    api = api_for(cast.bob)
+    first = answer(api)
+    follow_up = answer(api, "And what about them?", sessionId=first["conversationId"])
+    assert follow_up["conversationId"] == first["conversationId"]
+    assert follow_up["standaloneQuery"] == "And what about them? (owls hunt night)"
+
+
+def test_session_id_and_conversation_id_naming_two_conversations_are_refused(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
+    api = api_for(cast.bob)
+    first, second = answer(api), answer(api)
+    response = api.post(
+        "rag.answer", {"query": QUESTION, "conversationId": first["conversationId"], "sessionId": second["conversationId"]}
+    )
+    assert response.status_code == 400
+    assert response.json()["message"] == "sessionId: names another conversation than conversationId."
