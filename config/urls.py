@@ -32,3 +32,7 @@ urlpatterns = [
     path("api/", include("documents.urls")),
     path("api/", include("rag.urls")),
 ]
+
+handler403 = "config.error_pages.permission_denied"
+handler404 = "config.error_pages.page_not_found"
+handler500 = "config.error_pages.server_error"
