@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.test import Client
 from django.urls import path
 from pytest_django import Settings
@@ -14,7 +14,7 @@ from config.urls import handler500, urlpatterns
 from tests.conftest import Cast, SignIn
 
 
-def broken_page(request: HttpRequest) -> None:
+def broken_page(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("a bug in a page")
 
 
