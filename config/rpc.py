@@ -1,6 +1,7 @@
 """The RPC API base every endpoint shares: `POST /api/<resource>.<verb>`, a JSON object in, `{"data": ...}` out.
 
-A view subclasses `RpcApi`, declares a nested `Input` serializer, reads its body with
+A view subclasses `RpcApi`, declares whether it changes anything (`write_scope`, which a
+read-scoped token is refused on) and a nested `Input` serializer, reads its body with
 `self.validated(request)`, makes one service or selector call and answers with
 `respond(Output, instance)` or `respond_page(Output, queryset, limit=..., offset=...)`.
 Its schema is one line, `@extend_schema(responses=envelope(Output))`: the envelope
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from functools import cache
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
 from django.http import QueryDict
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -26,6 +28,9 @@ from rest_framework.views import APIView
 
 from config.errors import ApplicationError, ValidationFailed
 from config.exceptions import first_message
+
+if TYPE_CHECKING:  # the stubs' types of a view function, not in DRF itself
+    from rest_framework.views import AsView, GenericView
 
 SerializerClass = type[serializers.Serializer]
 
@@ -229,10 +234,17 @@ class RpcApi(APIView):
     Input: SerializerClass | None = None
     # What a bad body raises: validation_error here, invalid_query for rag.*.
     input_error: type[ApplicationError] = ValidationFailed
-    # Read by permissions.authentication.HasTokenScope: a token needs the write scope.
-    write_scope = False
+    # Read by permissions.authentication.HasTokenScope: True, a token needs the write scope. Every
+    # endpoint declares it (True if it changes anything), so none can forget it: see `as_view`.
+    write_scope: ClassVar[bool]
     # The error responses the schema declares, each with the `Error` body.
     error_statuses: tuple[int, ...] = (400, 401, 403, 404, 429)
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> AsView[GenericView]:
+        if not isinstance(getattr(cls, "write_scope", None), bool):
+            raise ImproperlyConfigured(f"{cls.__name__} must declare write_scope: True if it changes anything, else False.")
+        return super().as_view(**initkwargs)
 
     def validated(self, request: Request) -> dict[str, Any]:
         """The body, validated by `Input`; a malformed or invalid body raises `input_error`."""

@@ -136,6 +136,8 @@ class DocumentCreateApi(RpcApi):
 
 
 class DocumentListApi(RpcApi):
+    write_scope = False
+
     class Input(PaginationInput):
         collectionId = serializers.UUIDField(required=False)
         archived = serializers.BooleanField(default=False)
@@ -244,6 +246,8 @@ class TagOutput(serializers.Serializer):
 class TagListApi(RpcApi):
     """The tags of the documents you can read, most used first, with how many of those documents carry each."""
 
+    write_scope = False
+
     class Input(PaginationInput):
         query = serializers.CharField(max_length=MAX_TAG_LENGTH, allow_blank=True, default="", help_text="A part of the tag.")
         collectionId = serializers.UUIDField(required=False)
@@ -283,6 +287,7 @@ class CollectionCreateApi(RpcApi):
 
 
 class CollectionListApi(RpcApi):
+    write_scope = False
     Input = PaginationInput
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
@@ -341,6 +346,7 @@ class DocumentInfoOutput(DocumentOutput):
 
 
 class DocumentInfoApi(RpcApi):
+    write_scope = False
     Input = IdInput
 
     @extend_schema(responses=envelope(DocumentInfoOutput))
@@ -391,6 +397,7 @@ def _job_with_files(user: User, job: ImportJob) -> ImportJob:
 class JobInfoApi(RpcApi):
     """One import job: stage, progress, and what became of each file."""
 
+    write_scope = False
     Input = IdInput
 
     @extend_schema(responses=envelope(ImportJobOutput))
@@ -403,6 +410,7 @@ class JobInfoApi(RpcApi):
 class JobListApi(RpcApi):
     """Your import jobs, newest first; a team admin sees the whole team's."""
 
+    write_scope = False
     Input = PaginationInput
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 

@@ -6,10 +6,9 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from permissions.models import ApiToken, Group, GroupMembership, Team, User
-from permissions.services import api_token_create
+from permissions.services import api_token_create, api_tokens_revoke
 
 
 @admin.register(Team)
@@ -47,8 +46,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["prefix", "user", "name", "scope", "created_at", "expires_at", "revoked_at", "last_used_at"]
     list_filter = ["scope"]
     search_fields = ["prefix", "user__username", "name"]
-    fields = ["user", "name", "scope", "expires_at", "prefix", "created_at", "revoked_at", "last_used_at"]
-    readonly_fields = ["prefix", "created_at", "revoked_at", "last_used_at"]
+    fields = ["user", "name", "scope", "expires_at", "prefix", "parent", "created_at", "revoked_at", "last_used_at"]
+    readonly_fields = ["prefix", "parent", "created_at", "revoked_at", "last_used_at"]
     autocomplete_fields = ["user"]
     actions = ["revoke"]
 
@@ -64,7 +63,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         obj.prefix, obj.digest = issued.token.prefix, issued.token.digest
         messages.warning(request, f"New API token (copy it now, it will not be shown again): {issued.plaintext}")
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens (and the tokens created from them)")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).")

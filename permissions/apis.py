@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from config.errors import NotFound
 from config.rpc import RpcApi, envelope, respond
 from permissions.http import AuthenticatedRequest
-from permissions.models import TokenScope
+from permissions.models import ApiToken, TokenScope
 from permissions.services import api_token_create, api_token_revoke
 
 
@@ -21,6 +21,9 @@ class ApiTokenOutput(serializers.Serializer):
     name = serializers.CharField(allow_blank=True)
     prefix = serializers.CharField()
     scope = serializers.CharField()
+    parentId = serializers.UUIDField(
+        source="parent_id", allow_null=True, help_text="The token that created this one; null for one a person created."
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
     revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
@@ -66,11 +69,16 @@ class ApiTokenCreateApi(RpcApi):
     @extend_schema(responses=envelope(IssuedApiTokenOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
-        issued = api_token_create(user=request.user, scope=data["scope"], name=data["name"], expires_at=data.get("expiresAt"))
+        # A token creating a token is its parent; a signed-in person creates a token of their own.
+        parent = request.auth if isinstance(request.auth, ApiToken) else None
+        issued = api_token_create(
+            user=request.user, scope=data["scope"], name=data["name"], expires_at=data.get("expiresAt"), parent=parent
+        )
         return respond(IssuedApiTokenOutput, issued)
 
 
 class ApiTokenListApi(RpcApi):
+    write_scope = False
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     @extend_schema(responses=envelope(ApiTokenOutput, many=True))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -65,6 +66,30 @@ def token_with_user(prefix: str) -> ApiToken | None:
     return token
 
 
+@functools.cache
+def _ancestors_query() -> str:
+    table = connection.ops.quote_name(ApiToken._meta.db_table)
+    # UNION, not UNION ALL: a cycle of parents (only a hand-edited table could make one) ends the walk.
+    return f"""WITH RECURSIVE ancestors AS (
+                   SELECT id, parent_id, revoked_at, expires_at FROM {table} WHERE id = %s
+                   UNION
+                   SELECT t.id, t.parent_id, t.revoked_at, t.expires_at FROM {table} t JOIN ancestors a ON t.id = a.parent_id
+               )
+               SELECT coalesce(bool_or(revoked_at IS NOT NULL), false), min(expires_at) FROM ancestors"""
+
+
+def ancestors_state(parent_id: uuid.UUID) -> tuple[bool, datetime | None]:
+    """Whether any token above a token (its parent, the parent's parent...) is revoked, and the earliest expiry among them.
+
+    Revoking cascades and a child never outlives its parent when created, but the table can be edited
+    afterwards (the admin, SQL): so the chain itself is checked, at every request of a child token.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_ancestors_query(), [parent_id])
+        revoked, expires_at = cursor.fetchone()
+    return revoked, expires_at
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -87,6 +112,12 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("This API token has been revoked.")
         if token.expires_at is not None and token.expires_at <= now:
             raise exceptions.AuthenticationFailed("This API token has expired.")
+        if token.parent_id is not None:  # only tokens created by tokens pay this query
+            revoked, expires_at = ancestors_state(token.parent_id)
+            if revoked:
+                raise exceptions.AuthenticationFailed("An API token this one was created from has been revoked.")
+            if expires_at is not None and expires_at <= now:
+                raise exceptions.AuthenticationFailed("An API token this one was created from has expired.")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("This user is inactive.")
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
@@ -97,17 +128,20 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
-class HasTokenScope(permissions.BasePermission):
-    """Authenticated; views marked `write_scope = True` also need a write-scoped token.
+def may_write(request: Request) -> bool:
+    """Whether the request may change things: a write-scoped token, or a signed-in session.
 
     Session users (the /rag page and the browsable schema) act with their full rights.
     """
+    return not isinstance(request.auth, ApiToken) or request.auth.can_write
+
+
+class HasTokenScope(permissions.BasePermission):
+    """Authenticated; views marked `write_scope = True` also need what `may_write` asks."""
 
     message = "This endpoint needs an API token with the write scope."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             raise exceptions.NotAuthenticated("Authentication credentials were not provided.")
-        if getattr(view, "write_scope", False) and isinstance(request.auth, ApiToken):
-            return request.auth.can_write
-        return True
+        return may_write(request) if getattr(view, "write_scope", False) else True

@@ -63,10 +63,24 @@ class TokenScope(models.TextChoices):
 
 
 class ApiToken(models.Model):
-    """An API token, stored as its public prefix and a keyed digest of the whole secret."""
+    """An API token, stored as its public prefix and a keyed digest of the whole secret.
+
+    A token created through the API by another token is that token's child: it never has a wider
+    scope nor a later expiry, and it is refused once any token above it is revoked or expired.
+    A token a person creates (a signed-in page, the admin, `create_token`) has no parent.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.CASCADE,
+        related_name="children",
+        help_text="The token that created this one through the API; empty for a token a person created.",
+    )
     name = models.CharField(max_length=200, blank=True)
     prefix = models.CharField(max_length=32, unique=True)
     digest = models.CharField(max_length=64)

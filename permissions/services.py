@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from config.errors import ValidationFailed
+from config.errors import Forbidden, ValidationFailed
 from permissions.models import ApiToken, Team, TokenScope, User
 from permissions.tokens import new_token, token_digest
 
@@ -22,16 +24,35 @@ class IssuedToken:
 
 @transaction.atomic
 def api_token_create(
-    *, user: User, scope: str = TokenScope.READ, name: str = "", expires_at: datetime | None = None
+    *,
+    user: User,
+    scope: str = TokenScope.READ,
+    name: str = "",
+    expires_at: datetime | None = None,
+    parent: ApiToken | None = None,
 ) -> IssuedToken:
     """Create a token; the plaintext exists only in the returned value, shown once.
 
-    An expiry must carry a time zone, lie in the future and at most API_TOKEN_MAX_DAYS ahead.
+    An expiry must carry a time zone, lie in the future and at most API_TOKEN_MAX_DAYS ahead. A token
+    created by another token (`parent`, the API's caller) is its child: no wider scope, no later
+    expiry, and without an expiry of its own it gets the latest one allowed.
     """
     if expires_at is not None:
         token_expiry_check(expires_at)
+    if parent is not None:
+        if scope == TokenScope.WRITE and not parent.can_write:
+            raise Forbidden("A read-scoped token cannot create a write-scoped token.")
+        expires_at = child_token_expiry(parent=parent, expires_at=expires_at)
     plaintext, prefix = new_token()
-    token = ApiToken(user=user, name=name, prefix=prefix, digest=token_digest(plaintext), scope=scope, expires_at=expires_at)
+    token = ApiToken(
+        user=user,
+        parent=parent,
+        name=name,
+        prefix=prefix,
+        digest=token_digest(plaintext),
+        scope=scope,
+        expires_at=expires_at,
+    )
     token.full_clean()
     token.save()
     return IssuedToken(token=token, plaintext=plaintext)
@@ -47,11 +68,42 @@ def token_expiry_check(expires_at: datetime) -> None:
         raise ValidationFailed(f"expiresAt: must be at most {settings.API_TOKEN_MAX_DAYS} days from now.")
 
 
+def child_token_expiry(*, parent: ApiToken, expires_at: datetime | None) -> datetime:
+    """The expiry of a token `parent` creates: the one asked for if the parent outlives it, else refused;
+    none asked for, the latest allowed (the parent's, at most API_TOKEN_MAX_DAYS from now)."""
+    if expires_at is None:
+        latest = timezone.now() + timedelta(days=settings.API_TOKEN_MAX_DAYS)
+        return latest if parent.expires_at is None else min(latest, parent.expires_at)
+    if parent.expires_at is not None and expires_at > parent.expires_at:
+        raise ValidationFailed(
+            f"expiresAt: must not be later than {parent.expires_at.isoformat()}, when the token creating it expires."
+        )
+    return expires_at
+
+
 def api_token_revoke(*, token: ApiToken) -> ApiToken:
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
+    """Revoke `token` and every token created from it, as `api_tokens_revoke` does."""
+    api_tokens_revoke(tokens=ApiToken.objects.filter(pk=token.pk))
+    token.refresh_from_db(fields=["revoked_at"])
     return token
+
+
+@transaction.atomic
+def api_tokens_revoke(*, tokens: QuerySet[ApiToken]) -> int:
+    """Revoke `tokens` and every token created from them, their children's children included; how many were live.
+
+    Authentication refuses a token below a revoked one anyway; revoking the descendants too shows it
+    in apiKeys.list and the admin.
+    """
+    now = timezone.now()
+    revoked = 0
+    ids = set(tokens.values_list("pk", flat=True))
+    seen: set[uuid.UUID] = set()
+    while ids:
+        revoked += ApiToken.objects.filter(pk__in=ids, revoked_at__isnull=True).update(revoked_at=now)
+        seen |= ids
+        ids = set(ApiToken.objects.filter(parent_id__in=ids).values_list("pk", flat=True)) - seen
+    return revoked
 
 
 @transaction.atomic

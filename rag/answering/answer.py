@@ -1,7 +1,8 @@
 """The answer flow: retrieval → evidence check → generation (or an extractive answer) → citation mapping.
 
 The server numbers the passages; a `[n]` it did not supply never leaves it. Every answer is
-logged as a QueryLog, the newest turn of its conversation. A repeated question may be answered from
+logged as a QueryLog, the newest turn of its conversation (unless the caller may not write: then of
+none). A repeated question may be answered from
 the answer cache (rag.answering.cache); its turn is recorded all the same.
 
 An answer is a stream of events (`TokenEvent`, `CitationEvent`, then `MetadataEvent` and
@@ -32,7 +33,7 @@ from rag.answering.followup import Thread, thread_for
 from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
-from rag.models import Confidence, Conversation, QueryLog
+from rag.models import Confidence, QueryLog
 from rag.providers.base import LLMClient
 from rag.providers.errors import PermanentProviderError, ProviderError
 from rag.providers.llm import get_llm
@@ -49,7 +50,7 @@ class AnswerRecord:
     """A finished answer, fresh or cached: what the `metadata` and `done` events report."""
 
     id: str  # the QueryLog's: the answer's id for feedback
-    conversation_id: str
+    conversation_id: str | None  # None: kept in no conversation (the thread's `keep`)
     standalone_query: str
     answer: str
     citations: list[dict[str, Any]]
@@ -174,6 +175,14 @@ def _query_log(*, user: User, thread: Thread, query: str, passages: int, sources
     )
 
 
+def _turn_save(log: QueryLog, thread: Thread) -> str | None:
+    """Save the answer's log as the thread's newest turn (its conversation's id), or as no conversation's without `keep`."""
+    if not thread.keep:
+        log.save()
+        return None
+    return str(turn_save(log=log, conversation=thread.conversation).pk)
+
+
 def _log_left(log: QueryLog, *, answer: str, started: float, latency: dict[str, float] | None = None) -> None:
     """The reader went away: the question is still recorded, but as no conversation's turn (its reader never got it)."""
     log.error, log.total_ms, log.answer = "client disconnected", ms_since(started), answer
@@ -205,13 +214,15 @@ def answer_request(
     document_id: uuid.UUID | None = None,
     tags: Sequence[str] = (),
     started: float | None = None,
+    keep: bool,
 ) -> AnswerStream:
     """One rag.answer (the API's, streamed or not, and the MCP answer tool's): `query` in its conversation, answered.
 
+    `keep` is whether the caller may write: without it the answer starts or continues no conversation.
     Not a generator itself: a conversation, scope or index that is not there is raised here, before the first event.
     """
     started = time.perf_counter() if started is None else started
-    thread = thread_for(user=user, question=query, conversation_id=conversation_id)
+    thread = thread_for(user=user, question=query, conversation_id=conversation_id, keep=keep)
     return answer_question(
         user=user,
         query=thread.standalone,
@@ -294,11 +305,11 @@ def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: 
             # WAL to reach the disk, which would be a good part of a cached answer's time.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
-            conversation = turn_save(log=log, conversation=thread.conversation)
+            conversation_id = _turn_save(log, thread)
         logged = True
         record = AnswerRecord(
             id=str(log.pk),
-            conversation_id=str(conversation.pk),
+            conversation_id=conversation_id,
             standalone_query=query,
             answer=hit.answer,
             citations=hit.citations,
@@ -429,10 +440,10 @@ def _answer_record(
     latency["totalMs"] = ms_since(retrieval.started)
     log.answer, log.mode, log.confidence, log.citations = answer, mode, str(assessment.level), citations
     log.latency, log.total_ms = latency, latency["totalMs"]
-    conversation: Conversation = turn_save(log=log, conversation=thread.conversation)
+    conversation_id = _turn_save(log, thread)
     return AnswerRecord(
         id=str(log.pk),
-        conversation_id=str(conversation.pk),
+        conversation_id=conversation_id,
         standalone_query=retrieval.query,
         answer=answer,
         citations=citations,

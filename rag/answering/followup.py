@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from config.errors import Forbidden
 from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
 from rag.answering.conversations import Turn, conversation_get, conversation_turns
@@ -54,6 +55,7 @@ class Thread:
     question: str
     standalone: str
     conversation: Conversation | None = None  # None: the answer starts a new conversation
+    keep: bool = True  # False: the answer is logged but kept in no conversation (a read-scoped token's)
     earlier: tuple[Turn, ...] = ()
     latency: dict[str, float] = field(default_factory=dict)
 
@@ -68,10 +70,16 @@ class Thread:
         return {document for turn in self.earlier if not turn.withheld for document in turn.sources}
 
 
-def thread_for(*, user: User, question: str, conversation_id: uuid.UUID | None = None) -> Thread:
-    """The thread `question` is answered in: a new conversation, or the user's own `conversation_id` (else not_found)."""
+def thread_for(*, user: User, question: str, conversation_id: uuid.UUID | None = None, keep: bool = True) -> Thread:
+    """The thread `question` is answered in: a new conversation, or the user's own `conversation_id` (else not_found).
+
+    Without `keep` (a caller who may not write) the answer is kept in no conversation, so it cannot continue one.
+    """
+    if conversation_id is not None and not keep:
+        # Refused before the lookup, so a reader learns nothing of conversations that are not theirs.
+        raise Forbidden("Continuing a conversation adds a turn to it: that needs an API token with the write scope.")
     if conversation_id is None:
-        return Thread(question=question, standalone=question)
+        return Thread(question=question, standalone=question, keep=keep)
     started = time.perf_counter()
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     turns = settings.RAG_CONVERSATION_TURNS

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from config.rpc import envelope, respond
 from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.tags import MAX_FILTER_TAGS
+from permissions.authentication import may_write
 from permissions.http import AuthenticatedRequest
 from rag.answering.answer import MODES, answer_complete, answer_request
 from rag.answering.feedback import feedback_create
@@ -68,13 +69,16 @@ class ConfidenceFactorsOutput(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField(), help_text="Each step of the rule that set the level.")
 
 
-CONVERSATION_ID_HELP = "The conversation this answer is the newest turn of: send it back with a follow-up question."
+CONVERSATION_ID_HELP = (
+    "The conversation this answer is the newest turn of: send it back with a follow-up question. "
+    "null for a read-scoped token, whose answers are kept in no conversation."
+)
 STANDALONE_QUERY_HELP = "The question as searched: a follow-up rewritten to stand alone from the earlier turns."
 
 
 class AnswerOutput(serializers.Serializer):
     id = serializers.UUIDField()
-    conversationId = serializers.UUIDField(help_text=CONVERSATION_ID_HELP)
+    conversationId = serializers.UUIDField(allow_null=True, help_text=CONVERSATION_ID_HELP)
     standaloneQuery = serializers.CharField(help_text=STANDALONE_QUERY_HELP)
     answer = serializers.CharField()
     citations = CitationOutput(many=True)
@@ -97,7 +101,7 @@ class TokenOutput(serializers.Serializer):
 
 class AnswerMetadataOutput(serializers.Serializer):
     id = serializers.UUIDField()
-    conversationId = serializers.UUIDField(help_text=CONVERSATION_ID_HELP)
+    conversationId = serializers.UUIDField(allow_null=True, help_text=CONVERSATION_ID_HELP)
     standaloneQuery = serializers.CharField(help_text=STANDALONE_QUERY_HELP)
     confidence = serializers.ChoiceField(choices=Confidence.values)
     confidenceFactors = ConfidenceFactorsOutput()
@@ -118,6 +122,8 @@ STREAM_OUTPUTS: dict[str, type[serializers.Serializer]] = {
 class RagAnswerApi(RagApi):
     """A question answered from the passages you may read, with citations the server maps to documents."""
 
+    # A read: a read-scoped token's answer is logged but kept in no conversation (answer_request's `keep`).
+    write_scope = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     class Input(serializers.Serializer):
@@ -130,7 +136,8 @@ class RagAnswerApi(RagApi):
         conversationId = serializers.UUIDField(
             required=False,
             allow_null=True,
-            help_text="A conversation of yours to continue (from an earlier answer); absent, the answer starts a new one.",
+            help_text="A conversation of yours to continue (from an earlier answer); absent, the answer starts a new one. "
+            "Continuing one needs the write scope.",
         )
         sessionId = serializers.UUIDField(
             required=False, allow_null=True, help_text="Another name for `conversationId` (send one of the two)."
@@ -156,7 +163,7 @@ class RagAnswerApi(RagApi):
     def post(self, request: AuthenticatedRequest) -> HttpResponseBase:
         started = time.perf_counter()
         data = self.validated(request)
-        events = answer_request(user=request.user, started=started, **answer_arguments(data))
+        events = answer_request(user=request.user, started=started, keep=may_write(request), **answer_arguments(data))
         if not data["stream"]:
             return respond(AnswerOutput, answer_complete(events).body())
         response = StreamingHttpResponse(sse_stream(events, STREAM_OUTPUTS), content_type=f"{EVENT_STREAM}; charset=utf-8")
@@ -187,6 +194,8 @@ class FeedbackOutput(serializers.Serializer):
 
 class RagFeedbackApi(RagApi):
     """Rate one of your own answers; rating it again replaces your rating and comment."""
+
+    write_scope = True
 
     class Input(serializers.Serializer):
         answerId = serializers.UUIDField()

@@ -51,6 +51,7 @@ class ConversationDetailOutput(ConversationOutput):
 class ConversationListApi(RagApi):
     """Your conversations, the most recently answered first."""
 
+    write_scope = False
     Input = PaginationInput
 
     @extend_schema(responses=paginated_envelope(ConversationOutput))
@@ -62,6 +63,7 @@ class ConversationListApi(RagApi):
 class ConversationInfoApi(RagApi):
     """One of your conversations with its turns; anyone else's is not_found."""
 
+    write_scope = False
     Input = IdInput
 
     @extend_schema(responses=envelope(ConversationDetailOutput))

@@ -34,6 +34,8 @@ class GraphEntitiesResponse(serializers.Serializer):
 class GraphEntitiesApi(RagApi):
     """Find entities by name; every count is of passages you can read."""
 
+    write_scope = False
+
     class Input(serializers.Serializer):
         query = serializers.CharField(max_length=200, allow_blank=True, default="", trim_whitespace=True)
         limit = StrictInt(min_value=1, max_value=100, default=25)
@@ -75,6 +77,8 @@ class EntityDetailOutput(serializers.Serializer):
 class GraphEntityApi(RagApi):
     """One entity: its neighbours (relations with predicate and confidence) and the passages that name it."""
 
+    write_scope = False
+
     class Input(serializers.Serializer):
         id = serializers.UUIDField()
         limit = StrictInt(min_value=1, max_value=100, default=25)
@@ -112,6 +116,8 @@ class PassageOutput(serializers.Serializer):
 
 class GraphPassageApi(RagApi):
     """The passage a relation was read from (a neighbour's `chunkId`), with where it sits in its document."""
+
+    write_scope = False
 
     class Input(serializers.Serializer):
         chunkId = ChunkRefField(max_length=100)

@@ -107,6 +107,8 @@ class RagSearchResponse(serializers.Serializer):
 class RagSearchApi(RagApi):
     """Rank the chunks of the documents you may read: vector, keyword (BM25), graph, or hybrid (score-aware fusion of the three)."""
 
+    write_scope = False
+
     class Input(serializers.Serializer):
         query = QueryField()
         limit = StrictInt(min_value=1, max_value=50, default=10)
@@ -187,6 +189,8 @@ class RagStatusOutput(serializers.Serializer):
 
 class RagStatusApi(RagApi):
     """Index coverage of the documents you can see, for the embedding model your searches use."""
+
+    write_scope = False
 
     @extend_schema(responses=envelope(RagStatusOutput))
     def post(self, request: AuthenticatedRequest) -> Response:

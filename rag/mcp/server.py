@@ -31,14 +31,13 @@ from starlette.types import ASGIApp, Message, Scope
 
 from config.errors import ApplicationError, error_body
 from config.middleware import current_request_id
-from permissions.models import User
-from rag.mcp.tools import TOOLS, call
+from rag.mcp.tools import TOOLS, Caller, call
 
 logger = logging.getLogger("rag.mcp")
 
-# What the view puts in the ASGI scope for the tools: the token's user, and the request's context
-# (its request id) for the tool thread's log lines.
-USER = "cairn.user"
+# What the view puts in the ASGI scope for the tools: the caller (the token's user and scope), and
+# the request's context (its request id) for the tool thread's log lines.
+CALLER = "cairn.caller"
 CONTEXT = "cairn.context"
 
 INSTRUCTIONS = (
@@ -60,7 +59,8 @@ async def list_tools() -> list[types.Tool]:
             title=tool.title,
             description=tool.description,
             inputSchema=tool.input_schema(),
-            # Every tool reads (an answer is logged, as rag.answer's are); a writing tool would need the write scope.
+            # Every tool reads (an answer is logged, and kept as a conversation only for a write-scoped token, as
+            # rag.answer's are); a writing tool would need the write scope.
             annotations=types.ToolAnnotations(title=tool.title, readOnlyHint=True, openWorldHint=False),
         )
         for tool in TOOLS.values()
@@ -73,19 +73,19 @@ async def list_tools() -> list[types.Tool]:
 async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     request = server.request_context.request
     assert request is not None, "the streamable HTTP transport passes each message's request"
-    user, context = request.scope[USER], request.scope[CONTEXT]
+    caller, context = request.scope[CALLER], request.scope[CONTEXT]
     return await asyncio.get_running_loop().run_in_executor(
-        runtime().tools, context.copy().run, _call_tool, name, user, arguments
+        runtime().tools, context.copy().run, _call_tool, name, caller, arguments
     )
 
 
-def _call_tool(name: str, user: User, arguments: dict[str, Any]) -> types.CallToolResult:
+def _call_tool(name: str, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
     """On a tool thread: the tool's result, or its error; the connection handled as a request thread's."""
     started = time.perf_counter()
     # No request signals on this thread: honour CONN_MAX_AGE and drop broken connections, before and after.
     close_old_connections()
     try:
-        result, outcome = _result(call(name, user=user, arguments=arguments)), "ok"
+        result, outcome = _result(call(name, caller=caller, arguments=arguments)), "ok"
     except ApplicationError as exc:
         result, outcome = _result(exc.body(), error=True), exc.code
     except Exception:
@@ -94,7 +94,7 @@ def _call_tool(name: str, user: User, arguments: dict[str, Any]) -> types.CallTo
         result, outcome = _result(error_body("server_error", message), error=True), "server_error"
     finally:
         close_old_connections()
-    logger.info("mcp tool=%s user=%s outcome=%s ms=%.1f", name, user.pk, outcome, (time.perf_counter() - started) * 1000)
+    logger.info("mcp tool=%s user=%s outcome=%s ms=%.1f", name, caller.user.pk, outcome, (time.perf_counter() - started) * 1000)
     return result
 
 

@@ -35,13 +35,21 @@ READ_MAX_CHARS = 50_000
 
 
 @dataclass(frozen=True)
+class Caller:
+    """Who calls a tool: the API token's user, and whether the token may write (has the write scope)."""
+
+    user: User
+    can_write: bool
+
+
+@dataclass(frozen=True)
 class Tool:
     name: str
     title: str
     description: str
     input: SerializerClass
     arguments: Mapping[str, str]  # each argument's description, for the agent
-    run: Callable[[User, dict[str, Any]], dict[str, Any]]
+    run: Callable[[Caller, dict[str, Any]], dict[str, Any]]
     input_error: type[ApplicationError] = InvalidQuery
     rag: bool = True  # off with RAG_ENABLED=false, as the rag.* and graph.* endpoints are
 
@@ -94,18 +102,18 @@ def _field_schema(field: serializers.Field) -> dict[str, Any]:
     return schema
 
 
-def call(name: str, *, user: User, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Run tool `name` for `user`; raises `ApplicationError` as its endpoint would."""
+def call(name: str, *, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Run tool `name` for `caller`; raises `ApplicationError` as its endpoint would."""
     tool = TOOLS.get(name)
     if tool is None:
         raise InvalidQuery(f"No tool named {name!r}; the tools are {', '.join(TOOLS)}.")
     if tool.rag and not settings.RAG_ENABLED:
         raise RagDisabled("RAG is disabled on this server (RAG_ENABLED=false).")
-    return tool.run(user, tool.validated(arguments))
+    return tool.run(caller, tool.validated(arguments))
 
 
-def _search(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    return search_response_body(search_request(user=user, **search_arguments(data)))
+def _search(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    return search_response_body(search_request(user=caller.user, **search_arguments(data)))
 
 
 class AnswerInput(RagAnswerApi.Input):
@@ -113,8 +121,8 @@ class AnswerInput(RagAnswerApi.Input):
     stream = None  # type: ignore[assignment]
 
 
-def _answer(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    events = answer_request(user=user, **answer_arguments(data))
+def _answer(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    events = answer_request(user=caller.user, keep=caller.can_write, **answer_arguments(data))
     return envelope(AnswerOutput)({"data": answer_complete(events).body()}).data
 
 
@@ -123,8 +131,8 @@ class ReadDocumentInput(IdInput):
     maxChars = StrictInt(min_value=1, max_value=READ_MAX_CHARS, default=READ_MAX_CHARS)
 
 
-def _read_document(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    document = document_get(user=user, document_id=data["id"])
+def _read_document(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    document = document_get(user=caller.user, document_id=data["id"])
     document.source = source_of(document=document)  # type: ignore[attr-defined]  # as documents.info shows it
     body = envelope(DocumentInfoOutput)({"data": document}).data
     text, offset = body["data"]["text"], data["offset"]
@@ -132,19 +140,19 @@ def _read_document(user: User, data: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _list_collections(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    return page_body(CollectionOutput, collection_list(user=user), limit=data["limit"], offset=data["offset"])
+def _list_collections(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    return page_body(CollectionOutput, collection_list(user=caller.user), limit=data["limit"], offset=data["offset"])
 
 
-def _find_entities(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    entities, total = entity_list(user=user, query=data["query"], limit=data["limit"], offset=data["offset"])
+def _find_entities(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    entities, total = entity_list(user=caller.user, query=data["query"], limit=data["limit"], offset=data["offset"])
     body = {"data": entities, "pagination": {"limit": data["limit"], "offset": data["offset"], "total": total}}
     # cast: the stubs read `.data` as the declared field named data, not the rendered body.
     return cast(dict[str, Any], GraphEntitiesResponse(body).data)
 
 
-def _get_entity(user: User, data: dict[str, Any]) -> dict[str, Any]:
-    return envelope(EntityDetailOutput)({"data": entity_get(user=user, entity_id=data["id"], limit=data["limit"])}).data
+def _get_entity(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    return envelope(EntityDetailOutput)({"data": entity_get(user=caller.user, entity_id=data["id"], limit=data["limit"])}).data
 
 
 _QUERY = "The question or search words, in plain language."
@@ -186,7 +194,8 @@ TOOLS: dict[str, Tool] = {
             "high, medium, low or insufficient (then the answer says there is not enough information); "
             "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
             "supporting version, and the reasons). conversationId and standaloneQuery tell the conversation the "
-            "answer belongs to and the question as searched. The same as POST /api/rag.answer.",
+            "answer belongs to (null with a read-scoped token: its answers are kept in no conversation) and the "
+            "question as searched. The same as POST /api/rag.answer.",
             input=AnswerInput,
             arguments={
                 "query": _QUERY,
@@ -195,7 +204,8 @@ TOOLS: dict[str, Tool] = {
                 "limit": "How many passages the answer may use.",
                 "tags": _TAGS,
                 "conversationId": "Continue this conversation (the conversationId of an earlier answer): the question "
-                "may then refer to the earlier turns, as in 'and how do I roll it back?'. Absent: a new conversation.",
+                "may then refer to the earlier turns, as in 'and how do I roll it back?'. Absent: a new conversation. "
+                "Needs a write-scoped token.",
                 "sessionId": "Another name for conversationId (send one of the two).",
             },
             run=_answer,

@@ -11,9 +11,10 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 from starlette.types import Scope
 
-from permissions.authentication import ApiTokenAuthentication
+from permissions.authentication import ApiTokenAuthentication, may_write
 from permissions.http import AuthenticatedRequest
-from rag.mcp.server import CONTEXT, USER, runtime
+from rag.mcp.server import CALLER, CONTEXT, runtime
+from rag.mcp.tools import Caller
 
 
 def asgi_scope(request: HttpRequest) -> Scope:
@@ -46,6 +47,8 @@ class McpApi(APIView):
     """
 
     http_method_names = ["post"]
+    # The tools only read; the answer tool keeps a conversation only for a write-scoped token (Caller.can_write).
+    write_scope = False
     authentication_classes = [ApiTokenAuthentication]
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "rag"
@@ -56,6 +59,7 @@ class McpApi(APIView):
         return super().perform_content_negotiation(request, force=True)
 
     def post(self, request: AuthenticatedRequest) -> HttpResponse:
-        scope = {**asgi_scope(request._request), USER: request.user, CONTEXT: contextvars.copy_context()}
+        caller = Caller(user=request.user, can_write=may_write(request))
+        scope = {**asgi_scope(request._request), CALLER: caller, CONTEXT: contextvars.copy_context()}
         exchange = runtime().exchange(scope, request.body, timeout=settings.WEB_TIMEOUT)
         return HttpResponse(bytes(exchange.content), status=exchange.status, headers=dict(exchange.headers))

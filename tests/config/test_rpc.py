@@ -21,6 +21,7 @@ class EchoOutput(serializers.Serializer):
 
 
 class EchoApi(RpcApi):
+    write_scope = False
     input_error = InvalidQuery
 
     class Input(serializers.Serializer):

@@ -14,8 +14,10 @@ def test_rag_tools_are_off_when_rag_is_disabled_but_documents_still_read(cast, c
     settings.RAG_ENABLED = False
     for name, arguments in [("search", {"query": "owls"}), ("answer", {"query": "owls"}), ("find_entities", {})]:
         with pytest.raises(RagDisabled):
-            tools.call(name, user=cast.bob, arguments=arguments)
-    document = tools.call("read_document", user=cast.bob, arguments={"id": str(corpus["owls"].pk)})
+            tools.call(name, caller=tools.Caller(user=cast.bob, can_write=True), arguments=arguments)
+    document = tools.call(
+        "read_document", caller=tools.Caller(user=cast.bob, can_write=True), arguments={"id": str(corpus["owls"].pk)}
+    )
     assert document["data"]["title"] == "Owls"
 
 
@@ -26,7 +28,7 @@ def test_an_unexpected_failure_is_a_server_error_that_hides_its_detail(cast, mon
 
     monkeypatch.setattr(tools, "search_request", fail)
     with caplog.at_level(logging.ERROR, logger="rag.mcp"):
-        result = server._call_tool("search", cast.bob, {"query": "owls"})
+        result = server._call_tool("search", tools.Caller(user=cast.bob, can_write=False), {"query": "owls"})
     assert result.isError and result.structuredContent == {
         "error": "server_error",
         "message": "An unexpected error occurred. Quote request id - when reporting it.",

@@ -131,9 +131,11 @@ def test_a_json_answer_serves_a_stream_and_the_other_way_round(
 def test_the_mcp_answer_tool_answers_a_repeated_question_from_the_cache(
     cast: Cast, corpus: dict[str, Document], fake_llm: FakeLLM
 ) -> None:
-    from rag.mcp.tools import call
+    from rag.mcp.tools import Caller, call
 
-    first, again = (call("answer", user=cast.bob, arguments={"query": QUESTION})["data"] for _ in range(2))
+    first, again = (
+        call("answer", caller=Caller(user=cast.bob, can_write=True), arguments={"query": QUESTION})["data"] for _ in range(2)
+    )
     assert (first["cached"], again["cached"]) == (False, True) and again["answer"] == first["answer"]
     assert len(fake_llm.calls) == 1
 

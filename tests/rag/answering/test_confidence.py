@@ -202,5 +202,7 @@ def test_insufficient_evidence_says_no_passage_reaches_the_threshold(
 
 def test_the_mcp_answer_tool_returns_the_same_factors(cast: Cast, corpus: dict[str, Document], fake_llm: FakeLLM) -> None:
     fake_llm.response = CITE_ALL
-    result = tools.call("answer", user=cast.bob, arguments={"query": QUESTION, "limit": 5})["data"]
+    result = tools.call("answer", caller=tools.Caller(user=cast.bob, can_write=True), arguments={"query": QUESTION, "limit": 5})[
+        "data"
+    ]
     assert result["confidenceFactors"]["supportingPassages"] >= 1 and result["confidenceFactors"]["reasons"]

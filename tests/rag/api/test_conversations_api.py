@@ -154,7 +154,7 @@ def test_a_conversation_deleted_while_its_follow_up_is_answered_gives_the_answer
     data = answer_complete(
         answer_events(user=cast.bob, retrieval=retrieve(user=cast.bob, query=thread.standalone), thread=thread)
     )
-    assert data.conversation_id != first["conversationId"]
+    assert data.conversation_id is not None and data.conversation_id != first["conversationId"]
     assert Conversation.objects.get(pk=data.conversation_id).title == "And their feathers?"
 
 
@@ -299,15 +299,19 @@ def test_a_read_token_lists_and_reads_conversations_but_cannot_delete_them(
 
 
 def test_the_mcp_answer_tool_continues_a_conversation_of_the_tokens_user_only(cast: Cast, corpus: dict[str, Document]) -> None:
-    first = tools.call("answer", user=cast.bob, arguments={"query": QUESTION})["data"]
+    first = tools.call("answer", caller=tools.Caller(user=cast.bob, can_write=True), arguments={"query": QUESTION})["data"]
     follow_up = tools.call(
-        "answer", user=cast.bob, arguments={"query": "And what about them?", "conversationId": first["conversationId"]}
+        "answer",
+        caller=tools.Caller(user=cast.bob, can_write=True),
+        arguments={"query": "And what about them?", "conversationId": first["conversationId"]},
     )
     assert follow_up["data"]["conversationId"] == first["conversationId"]
     assert follow_up["data"]["standaloneQuery"] == "And what about them? (owls hunt night)"
     with pytest.raises(ApplicationError) as caught:
         tools.call(
-            "answer", user=cast.alice, arguments={"query": "And what about them?", "conversationId": first["conversationId"]}
+            "answer",
+            caller=tools.Caller(user=cast.alice, can_write=True),
+            arguments={"query": "And what about them?", "conversationId": first["conversationId"]},
         )
     assert caught.value.code == "not_found"
 

@@ -124,16 +124,24 @@ def test_a_streamed_answer_takes_the_tag_filter_too(cast, api_for, library, fake
 
 
 def test_the_mcp_search_and_answer_tools_take_tags(cast, library, fake_llm):
-    found = tools.call("search", user=cast.bob, arguments={"query": QUERY, "tags": ["night"], "threshold": 0})
+    found = tools.call(
+        "search",
+        caller=tools.Caller(user=cast.bob, can_write=True),
+        arguments={"query": QUERY, "tags": ["night"], "threshold": 0},
+    )
     assert {hit["document"]["title"] for hit in found["data"]} == {"Barn Owls"}
-    answer = tools.call("answer", user=cast.bob, arguments={"query": QUERY, "tags": ["night"]})
+    answer = tools.call(
+        "answer", caller=tools.Caller(user=cast.bob, can_write=True), arguments={"query": QUERY, "tags": ["night"]}
+    )
     assert {c["document"]["title"] for c in answer["data"]["citations"]} == {"Barn Owls"}
     schema = tools.TOOLS["search"].input_schema()["properties"]["tags"]
     assert schema["type"] == "array" and schema["maxItems"] == 10 and schema["items"]["type"] == "string"
 
 
 def test_the_mcp_search_tool_explains_when_asked(cast, library):
-    found = tools.call("search", user=cast.bob, arguments={"query": QUERY, "explain": True, "threshold": 0})
+    found = tools.call(
+        "search", caller=tools.Caller(user=cast.bob, can_write=True), arguments={"query": QUERY, "explain": True, "threshold": 0}
+    )
     assert all("foundBy" in hit["explain"] for hit in found["data"])
 
 
