@@ -126,6 +126,7 @@ def build(chunks: int, *, graph: bool = True, source_database: str = SOURCE_DATA
     from permissions.services import api_token_create
     from rag.corpus.vector_index import ensure_vector_index
     from rag.indexing.keyword_postings import keyword_columns, write_postings
+    from rag.indexing.pipeline import content_hash
     from rag.models import Chunk, IndexState, IndexStatus, Mention
 
     call_command("migrate", verbosity=0)
@@ -173,6 +174,7 @@ def build(chunks: int, *, graph: bool = True, source_database: str = SOURCE_DATA
                             model_id=MODEL,
                             state=IndexState.INDEXED,
                             indexed_version=1,
+                            indexed_text_hash=content_hash(src["text"]),
                             chunk_count=len(doc_chunks),
                             updated_at=now,
                         )

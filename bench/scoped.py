@@ -117,6 +117,7 @@ def build(chunks: int, visible: float) -> dict:
     from rag.corpus import vector_index as vector_index_module
     from rag.corpus.vector_index import ensure_vector_index, vector_index_name
     from rag.indexing.keyword_postings import refresh_search_vectors
+    from rag.indexing.pipeline import content_hash
     from rag.models import IndexState, IndexStatus
 
     call_command("migrate", verbosity=0)
@@ -176,7 +177,13 @@ def build(chunks: int, visible: float) -> dict:
                 docs.append(doc)
                 statuses.append(
                     IndexStatus(
-                        document=doc, model_id=MODEL, state=IndexState.INDEXED, indexed_version=1, chunk_count=n, updated_at=now
+                        document=doc,
+                        model_id=MODEL,
+                        state=IndexState.INDEXED,
+                        indexed_version=1,
+                        indexed_text_hash=content_hash(doc.text),
+                        chunk_count=n,
+                        updated_at=now,
                     )
                 )
                 offset = 0

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
+from django import forms
 from django.contrib import admin
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.text import capfirst
 
+from documents import services
 from documents.models import (
     Collection,
     CollectionMembership,
@@ -16,6 +21,10 @@ from documents.models import (
     ImportJob,
     Source,
 )
+from permissions.models import User
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 class CollectionMembershipInline(admin.TabularInline):
@@ -30,6 +39,10 @@ class CollectionAdmin(admin.ModelAdmin):
     list_filter = ["team", "default_access"]
     search_fields = ["name"]
     inlines = [CollectionMembershipInline]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Collection | None = None) -> list[str]:
+        # Its documents, their passages and graph facts belong to its team: a collection keeps it.
+        return [*self.readonly_fields, "team"] if obj else list(self.readonly_fields)
 
 
 class DocumentMembershipInline(admin.TabularInline):
@@ -58,13 +71,109 @@ class TagFilter(admin.SimpleListFilter):
         return queryset.filter(tags__contains=[self.value()]) if self.value() else queryset
 
 
+class CollectionChoiceField(forms.ModelChoiceField):
+    """Collections named with their team: names repeat across teams."""
+
+    def label_from_instance(self, obj: Collection) -> str:
+        return f"{obj.team.name} / {obj.name}"
+
+
+class DocumentAdminForm(forms.ModelForm):
+    collection = CollectionChoiceField(queryset=Collection.objects.select_related("team").order_by("team__name", "name"))
+    publish = forms.BooleanField(required=False, help_text="Publish it now; until then only its author reads it.")
+
+    class Meta:
+        model = Document
+        fields = ["collection", "title", "text", "tags"]
+
+
+DocumentChange = Callable[..., Document]
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
+    """Every write goes through the document services, as the API's do: a text change is a new version,
+    and what search, answers and the graph read follows (indexing is queued once the save commits)."""
+
     list_display = ["title", "team", "collection", "tags", "version", "published_at", "archived_at", "deleted_at", "updated_at"]
     list_filter = ["team", "collection", TagFilter]
     search_fields = ["title"]
-    readonly_fields = ["version", "created_at", "updated_at"]
+    form = DocumentAdminForm
+    fields = [
+        *("team", "collection", "title", "text", "tags", "publish", "version", "created_by"),
+        *("created_at", "updated_at", "published_at", "archived_at", "deleted_at"),
+    ]
+    # The lifecycle changes through the actions below, each a service.
+    readonly_fields = [
+        *("team", "version", "created_by", "created_at", "updated_at", "published_at", "archived_at", "deleted_at"),
+    ]
     inlines = [DocumentMembershipInline]
+    actions = ["publish", "archive", "unarchive", "restore"]
+
+    def get_fields(self, request: HttpRequest, obj: Document | None = None) -> _FieldGroups:
+        published = obj is not None and obj.published_at is not None
+        return [f for f in self.fields or [] if not (published and f == "publish")]
+
+    def save_model(self, request: HttpRequest, obj: Document, form: DocumentAdminForm, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            # `obj` holds the form's values but the row does not yet: each service reads it again, locked.
+            document = services.document_move(document=obj, collection=data["collection"])
+            document = services.document_update(
+                document=document, title=data["title"], text=data["text"], tags=data["tags"], publish=data.get("publish", False)
+            )
+        else:
+            assert isinstance(request.user, User), "the admin serves signed-in staff only"
+            document = services.document_create(
+                by=request.user,
+                collection=data["collection"],
+                title=data["title"],
+                text=data["text"],
+                tags=data["tags"],
+                publish=data.get("publish", False),
+            )
+        # The admin goes on with `obj` (the inlines, its log, the redirect): make it the row the services wrote.
+        obj.pk = document.pk
+        obj.refresh_from_db()
+        obj._state.adding = False
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        services.document_delete(document=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        for document in queryset:
+            services.document_delete(document=document)
+
+    def get_deleted_objects(
+        self, objs: Iterable[Document], request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What a delete here changes: the documents only, marked deleted as the API does (their passages leave the
+        index; *Restore* brings them back), so no permission on the index's rows is needed."""
+        documents = list(objs)
+        shown = [format_html("{}: {}", capfirst(Document._meta.verbose_name), d) for d in documents]
+        return shown, {str(Document._meta.verbose_name_plural): len(documents)}, set(), []
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[Document], change: DocumentChange, done: str) -> None:
+        documents = list(queryset)
+        for document in documents:
+            change(document=document)
+        self.message_user(request, f"{done} {len(documents)} document(s).")
+
+    @admin.action(description="Publish selected documents", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        self._each(request, queryset, services.document_publish, "Published")
+
+    @admin.action(description="Archive selected documents", permissions=["change"])
+    def archive(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        self._each(request, queryset, services.document_archive, "Archived")
+
+    @admin.action(description="Unarchive selected documents", permissions=["change"])
+    def unarchive(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        self._each(request, queryset, services.document_unarchive, "Unarchived")
+
+    @admin.action(description="Restore selected deleted documents", permissions=["change"])
+    def restore(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        self._each(request, queryset, services.document_restore, "Restored")
 
 
 class ImportFileInline(admin.TabularInline):

@@ -198,6 +198,11 @@ class Document(models.Model):
             self.tags = normalise_tags(self.tags or [])
         except ValidationError as exc:
             raise ValidationError({"tags": exc.messages}) from exc
+        # The index keeps a document's passages and graph facts under its team: it never changes team.
+        if self.team_id is not None and self.collection_id is not None:
+            collection_team = Collection.objects.filter(pk=self.collection_id).values_list("team_id", flat=True).first()
+            if collection_team != self.team_id:
+                raise ValidationError({"collection": "A document can only be in a collection of its own team."})
 
     @property
     def url(self) -> str:

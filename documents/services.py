@@ -109,6 +109,23 @@ def document_update(
     return document
 
 
+@transaction.atomic
+def document_move(*, document: Document, collection: Collection) -> Document:
+    """Move a document to another collection of its team (Document.clean refuses another team's).
+
+    Nothing is reindexed: the index's copies of the collection follow the document by trigger (rag
+    migrations 0016, 0017, 0019), and who may read it is decided through the documents table.
+    """
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    if document.collection_id == collection.pk:
+        return document
+    document.collection = collection
+    document.updated_at = timezone.now()
+    document.full_clean()
+    document.save(update_fields=["collection", "updated_at"])
+    return document
+
+
 def document_publish(*, document: Document) -> Document:
     return document_update(document=document, publish=True)
 
@@ -136,6 +153,16 @@ def document_delete(*, document: Document) -> Document:
         document.deleted_at = timezone.now()
         document.save(update_fields=["deleted_at"])
         document_deleted.send(sender=Document, document_id=document.pk)
+    return document
+
+
+@transaction.atomic
+def document_restore(*, document: Document) -> Document:
+    """Undo document_delete; the document is indexed again, as its passages went with the delete."""
+    if document.deleted_at is not None:
+        document.deleted_at = None
+        document.save(update_fields=["deleted_at"])
+        document_saved.send(sender=Document, document_id=document.pk, content_changed=True)
     return document
 
 

@@ -88,7 +88,7 @@ admin.site.unregister(Document)
 class IndexedDocumentAdmin(DocumentAdmin):
     list_display = [*DocumentAdmin.list_display, "index_state", "graph_facts"]
     list_filter = [*DocumentAdmin.list_filter, IndexStateFilter]
-    actions = ["reindex"]
+    actions = [*DocumentAdmin.actions, "reindex"]
 
     def get_queryset(self, request):
         status = IndexStatus.objects.filter(document=OuterRef("pk"), model_id=settings.RAG_EMBEDDING_MODEL)

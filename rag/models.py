@@ -131,6 +131,9 @@ class IndexStatus(models.Model):
     model_id = models.CharField(max_length=200)
     state = models.CharField(max_length=10, choices=IndexState.choices, default=IndexState.PENDING)
     indexed_version = models.PositiveIntegerField(null=True, blank=True)
+    # SHA-256 of the text the chunks were cut from ("" when not known): reconciliation compares it with the
+    # document's text, so a change that bypassed the services and made no new version is found too.
+    indexed_text_hash = models.CharField(max_length=64, blank=True, default="")
     chunk_count = models.PositiveIntegerField(default=0)
     # Sum of the chunks' keyword lengths: BM25's corpus statistics come from these narrow rows.
     keyword_length = models.PositiveBigIntegerField(default=0)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.db.models.expressions import RawSQL
 
 from config.metrics import KIND_EMBEDDING, provider_call
@@ -176,7 +176,8 @@ def _behind(live: list[Document], *, model_id: str, force: bool, result: IndexRe
     todo = []
     for document in live:
         status = statuses.get(document.pk)
-        if not force and status and status.indexed_version == document.version:
+        current = status and (status.indexed_version, status.indexed_text_hash) == (document.version, content_hash(document.text))
+        if not force and current:
             result.skipped.append(document.pk)
         else:
             todo.append(document)
@@ -250,11 +251,20 @@ def swap_chunks(
     if indexed_before:
         Chunk.objects.filter(document_id__in=indexed_before, model_id=model_id).delete()
     rows = _write_chunks(fresh, vectors, model_id)
-    by_count: dict[tuple[int, int], list[uuid.UUID]] = {}
-    for document, chunks, _ in fresh:
-        by_count.setdefault((document.version, len(chunks)), []).append(document.pk)
-    for (version, count), same in by_count.items():
-        set_state(same, model_id, IndexState.INDEXED, indexed_version=version, chunk_count=count, error="")
+
+    def each(value: Callable[[Document, list[TextChunk]], int | str]) -> Case:
+        return Case(*(When(document_id=document.pk, then=Value(value(document, chunks))) for document, chunks, _ in fresh))
+
+    # One statement for the batch: each status takes its document's version, chunk count and the hash of the text cut.
+    set_state(
+        ids,
+        model_id,
+        IndexState.INDEXED,
+        indexed_version=each(lambda document, _: document.version),
+        indexed_text_hash=each(lambda document, _: content_hash(document.text)),
+        chunk_count=each(lambda _, chunks: len(chunks)),
+        error="",
+    )
     for team_id in {document.team_id for document, _, _ in fresh}:
         team_changed(team_id)  # what the team can retrieve has changed: no cached answer may outlive it
     write_postings(document_ids=ids, model_id=model_id)

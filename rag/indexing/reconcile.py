@@ -10,13 +10,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, FilteredRelation, OuterRef, Q, Subquery
+from django.db.models import CharField, Count, F, FilteredRelation, Func, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from documents.models import Document
 from rag.corpus.names import entity_key, is_meaningful_key
 from rag.indexing.model_switch import documents_lacking_configured_model
 from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
+
+
+class TextHash(Func):
+    """SHA-256 (hex) of a text column's UTF-8 bytes, in SQL: what rag.indexing.pipeline.content_hash computes."""
+
+    template = "encode(sha256(convert_to(%(expressions)s, 'UTF8')), 'hex')"
+    output_field = CharField()
 
 
 @dataclass
@@ -51,15 +58,22 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
         .annotate(n=Count("id"))
         .values("n")
     )
-    rows = live.annotate(
-        indexed_version=Subquery(indexed_version.values("indexed_version")[:1]),
-        expected_chunks=Subquery(indexed_version.values("chunk_count")[:1]),
-        chunk_rows=Subquery(chunk_count),
-    ).values_list("pk", "version", "indexed_version", "expected_chunks", "chunk_rows")
-    for pk, version, done_version, expected, actual in rows:
+    rows = (
+        live.annotate(
+            indexed_version=Subquery(indexed_version.values("indexed_version")[:1]),
+            indexed_text_hash=Subquery(indexed_version.values("indexed_text_hash")[:1]),
+            expected_chunks=Subquery(indexed_version.values("chunk_count")[:1]),
+            chunk_rows=Subquery(chunk_count),
+        )
+        # The text itself, not only its version: a write that bypassed the services (a raw UPDATE, a script)
+        # made no new version, yet its chunks are of another text.
+        .annotate(same_text=Q(indexed_text_hash=TextHash("text")))
+        .values_list("pk", "version", "indexed_version", "same_text", "expected_chunks", "chunk_rows")
+    )
+    for pk, version, done_version, same_text, expected, actual in rows:
         if done_version is None:
             report.missing.append(pk)
-        elif done_version != version or (expected or 0) != (actual or 0):
+        elif done_version != version or not same_text or (expected or 0) != (actual or 0):
             report.stale.append(pk)
     report.failed = list(
         IndexStatus.objects.filter(model_id=model_id, state=IndexState.FAILED, document__deleted_at__isnull=True).values_list(

@@ -167,11 +167,21 @@ def seed(apps: Apps, *, start: str, headings: bool) -> Upgrade:
     onboarding = document("Onboarding", "# First week\n\nMeet your buddy and read the handbook twice.", version=2)
     chunk(onboarding, 0, "Meet your buddy and read the handbook twice.", ["First week"], version=1)
     empty = document("Glossary", "")
+    # Edited without a new version after they were indexed (as the admin once saved them): inside a chunk...
+    runbook = document("Runbook", "# Runbook\n\nPage the on-call engineer.")
+    chunk(runbook, 0, "# Runbook\n\nPage the on-call engineer.", ["Runbook"])
+    Document.objects.filter(pk=runbook.pk).update(text="# Runbook\n\nPage the incident lead.")
+    # ...and after the last one.
+    faq = document("FAQ", "# FAQ\n\nAsk in the channel.")
+    chunk(faq, 0, "# FAQ\n\nAsk in the channel.", ["FAQ"])
+    Document.objects.filter(pk=faq.pk).update(text="# FAQ\n\nAsk in the channel.\n\nThe door code is 4711.")
 
     Status.objects.create(document=deploy, model_id=MODEL, state="indexed", indexed_version=1, chunk_count=2)
     Status.objects.create(document=deploy, model_id=OTHER_MODEL, state="indexed", indexed_version=1, chunk_count=1)
     Status.objects.create(document=onboarding, model_id=MODEL, state="pending", indexed_version=1, chunk_count=1)
     Status.objects.create(document=empty, model_id=MODEL, state="indexed", indexed_version=1, chunk_count=0)
+    Status.objects.create(document=runbook, model_id=MODEL, state="indexed", indexed_version=1, chunk_count=1)
+    Status.objects.create(document=faq, model_id=MODEL, state="indexed", indexed_version=1, chunk_count=1)
 
     execute(
         f"""UPDATE document_embeddings e SET search_vector = {TITLE_HEADINGS_AND_TEXT if headings else TITLE_AND_TEXT}
@@ -333,6 +343,22 @@ def each_team_with_chunks_keeps_being_searched_with_the_model_most_of_them_have(
     # The handbook has three chunks of MODEL and one of OTHER_MODEL; the configured provider embedded MODEL's.
     assert fetch("SELECT model_id, provider, dimension FROM rag_serving_model WHERE team_id = %(team)s", upgrade.team) == [
         (MODEL, "fake", DIMENSION)
+    ]
+
+
+@fact
+def a_status_has_its_document_s_text_hash_only_where_its_chunks_are_of_that_text(upgrade: Upgrade) -> None:
+    matches = """SELECT d.title, s.model_id, s.indexed_text_hash = encode(sha256(convert_to(d.text, 'UTF8')), 'hex')
+                 FROM documents_document d JOIN document_index_status s ON s.document_id = d.id
+                 WHERE d.team_id = %(team)s ORDER BY d.title, s.model_id"""
+    assert fetch(matches, upgrade.team) == [
+        ("Deployment guide", MODEL, True),
+        # Its one chunk leaves the rollback section out: not provably of this text, so reindexed.
+        ("Deployment guide", OTHER_MODEL, False),
+        ("FAQ", MODEL, False),
+        ("Glossary", MODEL, True),
+        ("Onboarding", MODEL, False),
+        ("Runbook", MODEL, False),
     ]
 
 

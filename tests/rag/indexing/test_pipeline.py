@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
+from documents.models import Document
 from rag.indexing.index_status import COALESCE_SECONDS
 from rag.indexing.pipeline import (
     chunk_document,
@@ -181,6 +183,33 @@ def test_reconcile_finds_and_fixes_missing_stale_and_orphaned_chunks(cast, capsy
     assert chunks_of(missing) and chunks_of(orphan) == []
     call_command("reconcile_index")
     assert "0 missing, 0 stale, 0 failed, 0 with orphaned chunks" in capsys.readouterr().out
+
+
+def test_reconcile_finds_a_text_changed_behind_its_back_at_the_same_version(cast, capsys) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, text="The vault password is hunter2swordfish.")
+    index_documents(document_ids=[doc.pk])
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE documents_document SET text = %s WHERE id = %s", ["The vault is empty.", doc.pk])
+    call_command("reconcile_index")
+    assert "0 missing, 1 stale, 0 failed" in capsys.readouterr().out
+
+
+def test_reconcile_reindexes_a_text_changed_behind_its_back(cast, capsys) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, text="The vault password is hunter2swordfish.")
+    index_documents(document_ids=[doc.pk])
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE documents_document SET text = %s WHERE id = %s", ["The vault is empty.", doc.pk])
+    call_command("reconcile_index", "--fix")
+    assert [r.chunk_text for r in chunks_of(doc)] == ["The vault is empty."]
+    call_command("reconcile_index")
+    assert "0 missing, 0 stale, 0 failed" in capsys.readouterr().out
+
+
+def test_indexing_again_is_not_skipped_when_the_text_changed_behind_its_back(cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, text="The vault password is hunter2swordfish.")
+    index_documents(document_ids=[doc.pk])
+    Document.objects.filter(pk=doc.pk).update(text="The vault is empty.")
+    assert index_documents(document_ids=[doc.pk]).indexed == [doc.pk]
 
 
 def test_cleanup_removes_obsolete_models_only(cast, settings, capsys):
