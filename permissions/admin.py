@@ -15,6 +15,7 @@ from permissions.services import api_token_create, api_tokens_revoke
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
+    fields = ["name", "example_questions"]
 
 
 @admin.register(User)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.auth.models import AbstractUser
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -11,9 +12,18 @@ class Team(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # Offered on the /rag page of an empty conversation; none by default, as only the team knows what it asks.
+    example_questions = models.JSONField(
+        default=list, blank=True, help_text="Questions the /rag page offers to ask, as a list of strings (at most 6 shown)."
+    )
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        questions = self.example_questions
+        if not isinstance(questions, list) or not all(isinstance(q, str) and 0 < len(q) <= 300 for q in questions):
+            raise ValidationError({"example_questions": "A list of questions, each a string of 1 to 300 characters."})
 
 
 class User(AbstractUser):

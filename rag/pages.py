@@ -13,17 +13,19 @@ from documents.selectors import collection_list
 from permissions.http import AuthenticatedHttpRequest
 from rag.models import EntityKind
 
-EXAMPLE_QUESTIONS = [
-    "How many vacation days do I get?",
-    "How do I roll back a deployment?",
-    "What should I do if I lose my laptop?",
-    "When are the core hours for remote work?",
-]
+MAX_EXAMPLE_QUESTIONS = 6
 
 
 def _disabled(request: AuthenticatedHttpRequest, *, page: str, heading: str) -> HttpResponse:
     """What /rag and /graph show with RAG_ENABLED=false: that the feature is off, and what still works."""
     return render(request, "rag/disabled.html", {"page": page, "heading": heading})
+
+
+def _example_questions(request: AuthenticatedHttpRequest) -> list[str]:
+    """The team's own example questions (set in the admin, or by setup_demo): another team's never show."""
+    team = request.user.team
+    questions = team.example_questions if team is not None else []
+    return [q for q in questions if isinstance(q, str) and q.strip()][:MAX_EXAMPLE_QUESTIONS]
 
 
 @require_GET
@@ -36,7 +38,7 @@ def ask_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         request,
         "rag/ask.html",
         {
-            "examples": EXAMPLE_QUESTIONS,
+            "examples": _example_questions(request),
             "collections": collection_list(user=request.user).only("id", "name"),
         },
     )

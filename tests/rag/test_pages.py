@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.contrib.staticfiles import finders
+from django.core.exceptions import ValidationError
 
 
 def test_the_pages_need_a_signed_in_user(client, corpus):
@@ -15,6 +17,8 @@ def test_the_pages_need_a_signed_in_user(client, corpus):
 
 
 def test_the_rag_page_has_a_question_box_examples_and_a_strict_csp(signed_in, cast):
+    cast.bob.team.example_questions = ["How many vacation days do I get?"]
+    cast.bob.team.save()
     response = signed_in(cast.bob).get("/rag")
     html = response.content.decode()
     assert response.status_code == 200
@@ -25,6 +29,23 @@ def test_the_rag_page_has_a_question_box_examples_and_a_strict_csp(signed_in, ca
     assert "default-src 'none'" in csp and "img-src 'self'" in csp and "unsafe-inline" not in csp
     assert f'<script nonce="{nonce}">' in html and html.count("<script") == 1
     assert signed_in(cast.alice).get("/rag").content.decode().count("Private") == 1
+
+
+def test_the_rag_page_offers_only_the_viewers_teams_example_questions_or_none(signed_in, cast):
+    cast.bob.team.example_questions = ["Where is the Lisbon office?", 7, "  "]
+    cast.bob.team.save()
+    assert signed_in(cast.charlie).get("/rag").content.decode().count('class="example"') == 0, "charlie's team has none"
+    html = signed_in(cast.bob).get("/rag").content.decode()
+    assert html.count('class="example"') == 1 and "Where is the Lisbon office?" in html
+
+
+def test_example_questions_must_be_a_list_of_strings(cast):
+    team = cast.bob.team
+    team.example_questions = {"not": "a list"}
+    with pytest.raises(ValidationError):
+        team.full_clean()
+    team.example_questions = ["A question?"]
+    team.full_clean()
 
 
 def test_the_graph_page_needs_a_signed_in_user(client, cast):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from documents.management.commands.setup_demo import DEMO_DIR
+from documents.management.commands.setup_demo import ACME_QUESTIONS, DEMO_DIR
 from rag.indexing.pipeline import index_documents
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, Pixel
 from tests.factories import DocumentFactory
@@ -67,6 +67,8 @@ def library(cast, tracker):
     index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
     cast.bob.set_password(PASSWORD)
     cast.bob.save()
+    cast.bob.team.example_questions = ACME_QUESTIONS
+    cast.bob.team.save()
     return hostile
 
 

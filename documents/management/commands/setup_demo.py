@@ -17,6 +17,14 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 DEMO_PASSWORD = "cairn-demo"
 DEMO_TOKEN_NAME = "demo token"
 
+# What the /rag page offers Acme's people to ask: each is answered by a demo document.
+ACME_QUESTIONS = [
+    "How many vacation days do I get?",
+    "How do I roll back a deployment?",
+    "What should I do if I lose my laptop?",
+    "When are the core hours for remote work?",
+]
+
 # (file, team, collection)
 DEMO_DOCUMENTS = [
     ("handbook-onboarding.md", "Acme", "Handbook"),
@@ -37,6 +45,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, user: str, **options: Any) -> None:
         with transaction.atomic():
             acme = Team.objects.filter(name="Acme").first() or team_create(name="Acme")
+            acme.example_questions = ACME_QUESTIONS
+            acme.save(update_fields=["example_questions"])
             globex = Team.objects.filter(name="Globex").first() or team_create(name="Globex")
             alice = self._user(acme, "alice", is_team_admin=True)
             self._user(acme, "bob")
