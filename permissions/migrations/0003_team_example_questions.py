@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('permissions', '0002_apitoken_parent'),
+        ("permissions", "0002_apitoken_parent"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='example_questions',
-            field=models.JSONField(blank=True, default=list, help_text='Questions the /rag page offers to ask, as a list of strings (at most 6 shown).'),
+            model_name="team",
+            name="example_questions",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="Questions the /rag page offers to ask, as a list of strings (at most 6 shown).",
+            ),
         ),
     ]
