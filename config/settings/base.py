@@ -192,9 +192,15 @@ IDEMPOTENCY_KEY_TTL = _positive_int("IDEMPOTENCY_KEY_TTL", 24)
 IMPORT_MAX_FILE_SIZE = _positive_int("IMPORT_MAX_FILE_SIZE", 20 * 1024 * 1024)
 IMPORT_MAX_REQUEST_SIZE = _positive_int("IMPORT_MAX_REQUEST_SIZE", 100 * 1024 * 1024)
 IMPORT_MAX_ARCHIVE_FILES = _positive_int("IMPORT_MAX_ARCHIVE_FILES", 1000)
-# A ZIP entry that expands more than this many times its compressed size is treated as a bomb.
+# A ZIP entry (over 64 KB) that expands more than this many times its compressed size, or a DOCX more
+# than this many times its size, is treated as a bomb.
 IMPORT_MAX_EXPANSION_RATIO = _positive_int("IMPORT_MAX_EXPANSION_RATIO", 100)
+# What the archives of one import job may expand to, together (entries are inflated one at a time).
 IMPORT_MAX_EXPANDED_SIZE = _positive_int("IMPORT_MAX_EXPANDED_SIZE", 200 * 1024 * 1024)
+# What one DOCX's parts may expand to, together: python-docx holds its XML parsed, at about 30 times its size.
+IMPORT_MAX_DOCX_EXPANDED_SIZE = _positive_int("IMPORT_MAX_DOCX_EXPANDED_SIZE", 32 * 1024 * 1024)
+# Elements one HTML file may have: BeautifulSoup's tree costs about 1 KB for each.
+IMPORT_MAX_HTML_ELEMENTS = _positive_int("IMPORT_MAX_HTML_ELEMENTS", 200_000)
 # Originals and uploads waiting for the worker. A local folder by default; STORAGES["imports"]
 # can name another backend (S3 and the like) in a settings module of your own.
 IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())

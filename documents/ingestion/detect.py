@@ -10,7 +10,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from charset_normalizer import from_bytes
+from charset_normalizer import CharsetMatch, from_bytes
+from charset_normalizer.utils import is_multi_byte_encoding
 
 from documents.ingestion.errors import FileRejected
 
@@ -31,6 +32,7 @@ _KNOWN_BINARY = [
 ]
 _OOXML_OTHER = {"xl/workbook.xml": "an Excel workbook", "ppt/presentation.xml": "a PowerPoint presentation"}
 _MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
+_PDF_START = re.compile(rb"\s*%PDF-")
 _HTML_START = re.compile(rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL)
 _HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 _HTML_TAG = re.compile(rb"<(p|div|h[1-6]|table|ul|ol|a|span|article|section)\b", re.IGNORECASE)
@@ -46,9 +48,10 @@ class Detected:
 
 def detect(name: str, data: bytes) -> Detected:
     """The format of `data`; raises FileRejected with the reason when it is empty or of no supported type."""
-    if not data.strip():
+    # No strip(): each would copy the file, up to IMPORT_MAX_FILE_SIZE.
+    if not data or data.isspace():
         raise FileRejected("The file is empty.")
-    if data.lstrip()[:5] == b"%PDF-":
+    if _PDF_START.match(data):
         return Detected("pdf")
     if data[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return Detected(_zip_kind(data))
@@ -76,7 +79,8 @@ def _zip_kind(data: bytes) -> str:
 
 
 def decode_text(data: bytes) -> str:
-    """Bytes to text: a BOM or valid UTF-8 first, then the legacy encoding charset-normalizer finds likely."""
+    """Bytes to text: a BOM or valid UTF-8 first, then the legacy encoding charset-normalizer finds likely
+    (Windows-1252 and the other 8-bit ones, Shift-JIS, EUC-JP, GB18030, Big5, EUC-KR)."""
     for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if data.startswith(bom):
             try:
@@ -90,10 +94,20 @@ def decode_text(data: bytes) -> str:
     try:
         return _checked(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        if _UTF8_SEQUENCE.search(data):
-            # UTF-8 text with bytes that are not: damaged, or two encodings pasted together. Guessing would garble it.
-            raise FileRejected(f"Invalid text encoding: the file is UTF-8 but byte {exc.start} is not ({exc.reason}).") from exc
-    return _checked(_legacy(data))
+        not_utf8 = exc
+    guess = _legacy(data)
+    # Shift-JIS, GB18030, Big5 and EUC-KR: their byte pairs often read as a UTF-8 sequence by chance, and
+    # damaged UTF-8 never decodes whole in one of them, so a clean multi-byte reading wins.
+    if guess is not None and is_multi_byte_encoding(guess.encoding):
+        return _checked(str(guess))
+    if _UTF8_SEQUENCE.search(data):
+        # UTF-8 text with bytes that are not: damaged, or two encodings pasted together. Guessing would garble it.
+        raise FileRejected(
+            f"Invalid text encoding: the file is UTF-8 but byte {not_utf8.start} is not ({not_utf8.reason})."
+        ) from not_utf8
+    if guess is None:
+        raise FileRejected("Invalid text encoding: the file is neither UTF-8 nor any encoding that reads as text.")
+    return _checked(str(guess))
 
 
 # A well-formed multi-byte UTF-8 sequence; legacy 8-bit text almost never contains one by chance.
@@ -102,16 +116,16 @@ _UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|
 _PREFERRED = ("cp1252", "latin_1", "iso8859_15")
 
 
-def _legacy(data: bytes) -> str:
-    matches = list(from_bytes(data))
+def _legacy(data: bytes) -> CharsetMatch | None:
+    """charset-normalizer's likeliest reading of `data`; None when none reads as text."""
+    # UTF-16 and UTF-32 carry a byte-order mark (read above); a guess of them without one is noise.
+    matches = [m for m in from_bytes(data) if not m.encoding.startswith("utf")]
     if not matches:
-        raise FileRejected("Invalid text encoding: the file is neither UTF-8 nor any encoding that reads as text.")
+        return None
     best = min(matches, key=lambda m: m.chaos)
     plausible = [m for m in matches if m.chaos <= best.chaos + 0.01]
     chosen = next((m for name in _PREFERRED for m in plausible if m.encoding == name), best)
-    if chosen.chaos > 0.2:  # a guess that still reads as noise is no better than no guess
-        raise FileRejected("Invalid text encoding: the file is neither UTF-8 nor any encoding that reads as text.")
-    return str(chosen)
+    return chosen if chosen.chaos <= 0.2 else None  # a guess that still reads as noise is no better than no guess
 
 
 def _checked(text: str) -> str:

@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -29,7 +30,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from documents import services
-from documents.ingestion.archives import expand
+from documents.ingestion.archives import ExpansionBudget, Opener, expand
 from documents.ingestion.detect import ARCHIVE, detect
 from documents.ingestion.errors import FileRejected, size_text
 from documents.ingestion.parsers import Parsed, parse
@@ -95,17 +96,16 @@ def import_job_create(
 
 
 def uploaded_files(job: ImportJob) -> list[IncomingFile]:
-    """The job's uploads, archives expanded into their entries."""
+    """The job's uploads, archives listed as their entries; bytes are read from storage as each file's turn comes."""
     storage = import_storage()
+    budget = ExpansionBudget()
     files: list[IncomingFile] = []
     for upload in job.uploads:
         name = upload["name"]
         if upload.get("error"):
             files.append(IncomingFile(path=name, size=upload.get("size"), error=upload["error"]))
             continue
-        with storage.open(upload["key"], "rb") as handle:
-            data = handle.read()
-        files.extend(_expand_if_archive(name, data))
+        files.extend(_expand_if_archive(name, upload["size"], partial(storage.open, upload["key"], "rb"), budget))
     return files
 
 
@@ -116,6 +116,7 @@ def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
     never followed, so an import cannot reach outside the folder it was given.
     """
     files: list[IncomingFile] = []
+    budget = ExpansionBudget()
     for path in _walk(root):
         relative = path.relative_to(root).as_posix()
         if glob and not _matches(relative, glob):
@@ -125,30 +126,24 @@ def folder_files(root: Path, *, glob: str | None = None) -> list[IncomingFile]:
             continue
         if not path.is_file():
             continue  # sockets, pipes and the like
-        size = path.stat().st_size
-        if _is_archive(path):
-            if size > settings.IMPORT_MAX_REQUEST_SIZE:
-                error = f"The archive is larger than {size_text(settings.IMPORT_MAX_REQUEST_SIZE)}."
-                files.append(IncomingFile(path=relative, size=size, error=error))
-            else:
-                files.extend(_expand_if_archive(relative, path.read_bytes()))
-        elif size > settings.IMPORT_MAX_FILE_SIZE:
-            files.append(IncomingFile(path=relative, size=size, error=_too_large()))
-        else:
-            files.append(IncomingFile(path=relative, size=size, read=path.read_bytes))
+        files.extend(_expand_if_archive(relative, path.stat().st_size, _opener(path), budget))
     return files
 
 
-def _is_archive(path: Path) -> bool:
+def _opener(path: Path) -> Opener:
+    return lambda: path.open("rb")
+
+
+def _is_archive(open_file: Opener) -> bool:
     """A ZIP archive to expand, told by its bytes: DOCX (and other Office files) are ZIPs too, imported whole."""
-    with path.open("rb") as handle:
+    with open_file() as handle:
         if handle.read(4) not in (b"PK\x03\x04", b"PK\x05\x06"):
             return False
-    try:
-        with zipfile.ZipFile(path) as archive:  # reads the central directory only
-            names = set(archive.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False  # imported as a file, which then fails with its reason
+        try:
+            with zipfile.ZipFile(handle) as archive:  # reads the central directory only
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return False  # imported as a file, which then fails with its reason
     return not names & {"word/document.xml", "xl/workbook.xml", "ppt/presentation.xml"}
 
 
@@ -171,28 +166,33 @@ def _too_large() -> str:
     return f"The file is larger than the {size_text(settings.IMPORT_MAX_FILE_SIZE)} limit per file."
 
 
-def _expand_if_archive(path: str, data: bytes) -> list[IncomingFile]:
-    """A ZIP archive's entries (identified as `<archive path>/<entry path>`), or the file itself."""
-    try:
-        kind = detect(path, data).format
-    except FileRejected:
-        kind = None  # the file fails in its turn, with its reason
-    if kind != ARCHIVE:
-        if len(data) > settings.IMPORT_MAX_FILE_SIZE:
-            return [IncomingFile(path=path, size=len(data), error=_too_large())]
-        return [IncomingFile(path=path, size=len(data), read=lambda: data)]
-    try:
-        entries = list(expand(data, prefix=f"{path}/"))
-    except FileRejected as exc:
-        return [IncomingFile(path=path, size=len(data), error=exc.reason)]
-    return [
-        IncomingFile(path=e.path, size=None if e.data is None else len(e.data), error=e.error, read=_reader(e.data))
-        for e in entries
-    ]
+def _expand_if_archive(path: str, size: int, open_file: Opener, budget: ExpansionBudget) -> list[IncomingFile]:
+    """A ZIP archive's entries (identified as `<archive path>/<entry path>`), or the file itself; nothing is
+    inflated or read whole here, each file's bytes are read when the import reaches it."""
+    if _is_archive(open_file):
+        if size > settings.IMPORT_MAX_REQUEST_SIZE:
+            error = f"The archive is larger than {size_text(settings.IMPORT_MAX_REQUEST_SIZE)}."
+            return [IncomingFile(path=path, size=size, error=error)]
+        try:
+            entries = expand(open_file, prefix=f"{path}/", budget=budget)
+        except FileRejected as exc:
+            return [IncomingFile(path=path, size=size, error=exc.reason)]
+        return [IncomingFile(path=e.path, size=e.size, error=e.error, read=e.read) for e in entries]
+    if size > settings.IMPORT_MAX_FILE_SIZE:
+        return [IncomingFile(path=path, size=size, error=_too_large())]
+    return [IncomingFile(path=path, size=size, read=partial(_read_whole, open_file))]
 
 
-def _reader(data: bytes | None) -> Callable[[], bytes] | None:
-    return None if data is None else (lambda: data)
+def _read_whole(open_file: Opener) -> bytes:
+    limit = settings.IMPORT_MAX_FILE_SIZE
+    try:
+        with open_file() as handle:
+            data = handle.read(limit + 1)  # a file may have grown since it was listed
+    except OSError as exc:
+        raise FileRejected(f"The file could not be read: {exc.strerror or exc}.") from exc
+    if len(data) > limit:
+        raise FileRejected(_too_large())
+    return data
 
 
 def known_paths(collection: Collection) -> dict[str, Known]:

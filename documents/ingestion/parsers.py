@@ -2,6 +2,8 @@
 
 Each returns `Parsed` or raises `FileRejected` with a reason a person can act on. No parser
 downloads anything or runs a model: scanned PDFs are refused ("no extractable text"), not OCRed.
+Every format is read within bounds before its library builds anything large: front matter without
+YAML aliases, HTML within a depth and an element count, DOCX within an expanded size.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+import yaml
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from documents.ingestion.archives import check_package
 from documents.ingestion.detect import Detected
 from documents.ingestion.errors import FileRejected
 from documents.tags import normalise_tags, split_tags
@@ -48,7 +53,12 @@ class Parsed:
 def parse(name: str, data: bytes, detected: Detected) -> Parsed:
     """The document a file becomes; `detected` comes from `detect.detect`."""
     parser = _PARSERS[detected.format]
-    parsed = parser(name, data, detected)
+    try:
+        parsed = parser(name, data, detected)
+    except RecursionError as exc:  # the libraries walk trees recursively; the limits below keep to their depth
+        raise FileRejected("The file is nested too deeply to be read.") from exc
+    except MemoryError as exc:
+        raise FileRejected("The file needs more memory to be read than the worker has.") from exc
     if not parsed.text.strip():
         raise FileRejected("The file has no text.")
     parsed.title = (parsed.title or _title_from_name(name)).strip()[:500]
@@ -72,6 +82,13 @@ def _first_heading(markdown: str) -> str:
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
 
 
+# Front matter is a few lines of metadata: more than this is not front matter, and YAML's pure-Python
+# parser would spend seconds and hundreds of megabytes on a large block.
+FRONT_MATTER_MAX_SIZE = 64 * 1024
+FRONT_MATTER_MAX_DEPTH = 20
+_FRONT_MATTER_WHERE = "The front matter (between the --- lines at the top)"
+
+
 def parse_markdown(name: str, data: bytes, detected: Detected) -> Parsed:
     text = detected.text or ""
     title, tags = "", None
@@ -80,29 +97,64 @@ def parse_markdown(name: str, data: bytes, detected: Detected) -> Parsed:
     if meta is not None:
         assert match is not None
         text = text[match.end() :].lstrip("\n")
-        title = str(meta.get("title") or "").strip()
+        title = _front_matter_title(meta.get("title"))
         tags = _front_matter_tags(meta["tags"]) if "tags" in meta else None
     return Parsed(title=title or _first_heading(text), text=text, tags=tags)
 
 
+class _FrontMatterLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases, and nested at most FRONT_MATTER_MAX_DEPTH levels.
+
+    An alias (`*name`) repeats an anchored value by reference: ten short lines of them make a value
+    of billions of elements, which `str()` then spells out in C (the "billion laughs"). Front matter
+    never needs one, so the loader refuses it before anything is built.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise FileRejected(f"{_FRONT_MATTER_WHERE} repeats a value with a YAML alias (*name); aliases are not allowed there.")
+        self.depth += 1
+        try:
+            if self.depth > FRONT_MATTER_MAX_DEPTH:
+                raise FileRejected(f"{_FRONT_MATTER_WHERE} is nested more than {FRONT_MATTER_MAX_DEPTH} levels deep.")
+            return super().compose_node(parent, index)  # type: ignore[arg-type]
+        finally:
+            self.depth -= 1
+
+
 def _front_matter(block: str) -> dict | None:
     """The front matter's keys; None when the block is not a mapping (a Markdown rule `---` around plain text)."""
-    import yaml
-
+    if len(block) > FRONT_MATTER_MAX_SIZE:
+        raise FileRejected(f"{_FRONT_MATTER_WHERE} is longer than {FRONT_MATTER_MAX_SIZE // 1024} KB.")
     try:
-        meta = yaml.safe_load(block)
+        meta = yaml.load(block, Loader=_FrontMatterLoader)  # a SafeLoader, without aliases
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "unreadable"
-        raise FileRejected(f"The front matter (between the --- lines at the top) is not valid YAML: {problem}.") from exc
+        raise FileRejected(f"{_FRONT_MATTER_WHERE} is not valid YAML: {problem}.") from exc
     if meta is None:
         return {}
     return meta if isinstance(meta, dict) else None
+
+
+def _front_matter_title(value: object) -> str:
+    """A title is one value: text, or a number or date written bare."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        raise FileRejected("The front matter's title must be text, not a list or a mapping.")
+    return str(value).strip()
 
 
 def _front_matter_tags(value: object) -> list[str]:
     """`tags: [a, b]`, a YAML list, or `tags: a, b`; normalised as every document's tags are."""
     if value is None:
         return []
+    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value)):
+        raise FileRejected("The front matter's tags must be a list of words or one comma-separated string.")
     values = split_tags(value) if isinstance(value, str) else value if isinstance(value, list) else [value]
     try:
         return normalise_tags(str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values)
@@ -132,10 +184,16 @@ _HTML_DROP = [
 ]
 
 
+# markdownify converts a tree recursively, a few Python frames per level: well below the interpreter's limit.
+HTML_MAX_DEPTH = 200
+_HTML_SCAN_CHUNK = 64 * 1024
+
+
 def parse_html(name: str, data: bytes, detected: Detected) -> Parsed:
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
+    _check_html_shape(detected.text or "")
     soup = BeautifulSoup(detected.text or "", "lxml")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup(_HTML_DROP):
@@ -148,6 +206,34 @@ def parse_html(name: str, data: bytes, detected: Detected) -> Parsed:
     text = converter.convert_soup(root)
     text = re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
     return Parsed(title=title or _first_heading(text), text=text)
+
+
+def _check_html_shape(text: str) -> None:
+    """Refuse HTML nested deeper than HTML_MAX_DEPTH, or with more than IMPORT_MAX_HTML_ELEMENTS elements.
+
+    Counted by lxml's streaming parser (the one BeautifulSoup builds on, so the same tree), which drops each
+    element once it has ended: the check costs little memory, BeautifulSoup's tree about 1 KB an element.
+    """
+    from lxml import etree
+
+    limit = settings.IMPORT_MAX_HTML_ELEMENTS
+    parser = etree.HTMLPullParser(events=("start", "end"))
+    depth = elements = 0
+    for start in range(0, len(text), _HTML_SCAN_CHUNK):
+        parser.feed(text[start : start + _HTML_SCAN_CHUNK])
+        for event, element in parser.read_events():
+            if event == "end":
+                depth -= 1
+                element.clear()
+                continue
+            depth += 1
+            elements += 1
+            if depth > HTML_MAX_DEPTH:
+                raise FileRejected(
+                    f"The HTML is nested more than {HTML_MAX_DEPTH} elements deep; Cairn reads at most {HTML_MAX_DEPTH}."
+                )
+            if elements > limit:
+                raise FileRejected(f"The HTML has more than {limit:,} elements; Cairn reads at most {limit:,} in one file.")
 
 
 def parse_pdf(name: str, data: bytes, detected: Detected) -> Parsed:
@@ -187,6 +273,7 @@ def parse_docx(name: str, data: bytes, detected: Detected) -> Parsed:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
+    check_package(data, kind="DOCX")
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = list(_docx_blocks(document))

@@ -7,7 +7,10 @@ what pypdf reads back; DOCX files by python-docx; archives by zipfile.
 from __future__ import annotations
 
 import io
+import random
+import struct
 import zipfile
+import zlib
 
 import docx
 from docx.shared import Pt
@@ -135,3 +138,62 @@ def make_zip_with_encrypted_entry(name: str, data: bytes) -> bytes:
     archive[local + 6] |= 0x1
     archive[central + 8] |= 0x1
     return bytes(archive)
+
+
+def make_yaml_bomb(levels: int = 10) -> bytes:
+    """A Markdown file of a few hundred bytes whose front-matter title is 9**levels strings, by YAML aliases."""
+    names = [chr(ord("a") + n) for n in range(levels)]
+    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * 9)}]"]
+    lines += [f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]" for previous, name in zip(names, names[1:])]
+    return ("---\n" + "\n".join(lines) + f"\ntitle: *{names[-1]}\n---\n# Laughs\n").encode()
+
+
+def make_docx_bomb(*, size: int = 0, expanded: int = 2**32 - 1) -> bytes:
+    """A DOCX (padded to `size` bytes) whose word/document.xml inflates to about `expanded` bytes of paragraphs.
+
+    Built in milliseconds: deflate output after a full flush depends on nothing before it, so one
+    compressed megabyte of paragraphs is repeated as it is. The rest is a real document's parts and
+    an incompressible image up to `size`. The part's CRC is left wrong, as a bomb's may be: a reader
+    learns it only after inflating everything.
+    """
+    head = b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document ' + _WORD_NS + b"><w:body>"
+    tail = b"</w:body></w:document>"
+    paragraph = b"<w:p><w:r><w:t>All work and no play makes a bomb.</w:t></w:r></w:p>"
+    block = paragraph * (1024 * 1024 // len(paragraph))
+    copies = (expanded - len(head) - len(tail)) // len(block)
+
+    def deflate(data: bytes, mode: int) -> bytes:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate, as ZIP stores it
+        return compressor.compress(data) + compressor.flush(mode)
+
+    stream = deflate(head, zlib.Z_FULL_FLUSH) + deflate(block, zlib.Z_FULL_FLUSH) * copies + deflate(tail, zlib.Z_FINISH)
+    parts = {n: d for n, d in _zip_parts(make_docx()).items() if n != "word/document.xml"}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("word/document.xml"), stream)  # stored as is, declared deflated below
+        for name, data in parts.items():
+            archive.writestr(zipfile.ZipInfo(name), data, compress_type=zipfile.ZIP_DEFLATED)
+        padding = size - out.tell() - 2048
+        if padding > 0:
+            archive.writestr(zipfile.ZipInfo("word/media/image1.png"), random.Random(1).randbytes(padding))
+    bomb = bytearray(out.getvalue())
+    declared = len(head) + len(block) * copies + len(tail)
+    # The first entry's local header (at 0) and central-directory record (where the end record points).
+    central = struct.unpack("<I", bomb[-6:-2])[0]
+    for offset, method_at, size_at in ((0, 8, 22), (central, 10, 24)):
+        struct.pack_into("<H", bomb, offset + method_at, zipfile.ZIP_DEFLATED)
+        struct.pack_into("<I", bomb, offset + size_at, declared)
+    return bytes(bomb)
+
+
+_WORD_NS = b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def _zip_parts(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def make_ratio_bomb_archive(entries: int = 10) -> bytes:
+    """A ZIP of about 10 KB whose entries each inflate to just under 1 MB: each below the old 1 MB floor of the ratio check."""
+    return make_zip({f"part-{n}.txt": b"0" * (1024 * 1024 - 1) for n in range(entries)})

@@ -64,6 +64,51 @@ def test_invalid_yaml_fails_the_file_with_its_reason() -> None:
     assert "front matter" in caught.value.reason and "not valid YAML" in caught.value.reason
 
 
+def rejection(text: str) -> str:
+    with pytest.raises(FileRejected) as caught:
+        parsed("a.md", text)
+    return caught.value.reason
+
+
+def test_a_yaml_alias_fails_the_file_before_anything_is_built() -> None:
+    assert rejection("---\nname: &who Alice\ntitle: *who\n---\nBody.\n") == (
+        "The front matter (between the --- lines at the top) repeats a value with a YAML alias (*name); "
+        "aliases are not allowed there."
+    )
+
+
+def test_an_anchor_without_an_alias_is_harmless() -> None:
+    assert parsed("a.md", "---\ntitle: &t Anchored\n---\nBody.\n").title == "Anchored"
+
+
+def test_a_title_that_is_a_list_fails_the_file() -> None:
+    assert rejection("---\ntitle: [a, b]\n---\nBody.\n") == "The front matter's title must be text, not a list or a mapping."
+
+
+def test_a_bare_number_or_date_is_a_title() -> None:
+    assert parsed("a.md", "---\ntitle: 2024-05-01\n---\nBody.\n").title == "2024-05-01"
+
+
+def test_nested_tags_fail_the_file() -> None:
+    assert rejection("---\ntags: [[a, b], c]\n---\nBody.\n") == (
+        "The front matter's tags must be a list of words or one comma-separated string."
+    )
+
+
+def test_front_matter_nested_too_deeply_fails_the_file() -> None:
+    deep = "[" * 50 + "]" * 50
+    assert rejection(f"---\nextra: {deep}\n---\nBody.\n") == (
+        "The front matter (between the --- lines at the top) is nested more than 20 levels deep."
+    )
+
+
+def test_front_matter_longer_than_64_kb_fails_the_file() -> None:
+    notes = "\n".join(f"note{n}: {'x' * 60}" for n in range(1200))
+    assert rejection(f"---\n{notes}\n---\nBody.\n") == (
+        "The front matter (between the --- lines at the top) is longer than 64 KB."
+    )
+
+
 def test_an_invalid_tag_fails_the_file_with_its_reason() -> None:
     with pytest.raises(FileRejected) as caught:
         parsed("a.md", f"---\ntags: [{'x' * 60}]\n---\nBody.\n")

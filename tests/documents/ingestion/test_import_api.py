@@ -263,3 +263,18 @@ def test_a_job_stays_indexing_until_the_index_has_caught_up(cast: Cast, api_for:
     index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
     done = job_info(cast.alice, job_id)
     assert (done["stage"], done["finishedAt"] is not None) == ("done", True)
+
+
+def test_a_shift_jis_file_is_imported_and_deeply_nested_html_fails_with_the_nesting_limit(
+    cast: Cast, upload: Upload, job_info: JobInfo
+) -> None:
+    notes = "# 議事録\n\n明日の予定を確認してください。東京の事務所で午後三時に会いましょう。\n"
+    deep = "<html><body>" + "<div>" * 1000 + "Deep down." + "</div>" * 1000 + "</body></html>"
+    job = job_info(
+        cast.alice,
+        upload(cast.alice, cast.handbook, {"notes.md": notes.encode("shift_jis"), "deep.html": deep.encode()})["data"]["id"],
+    )
+    assert outcomes(job) == {"notes.md": "created", "deep.html": "failed"}
+    assert reasons(job)["deep.html"] == "The HTML is nested more than 200 elements deep; Cairn reads at most 200."
+    document = Document.objects.get()
+    assert (document.title, document.text) == ("議事録", notes)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
+import struct
+import sys
+
 import pytest
+from pytest_django import Settings
 
 from documents.ingestion.detect import detect
 from documents.ingestion.errors import FileRejected
-from documents.ingestion.parsers import Parsed, parse
-from tests.documents.ingestion.files import HTML, MARKDOWN, encrypt_pdf, make_docx, make_pdf, make_zip
+from documents.ingestion.parsers import HTML_MAX_DEPTH, Parsed, parse
+from tests.documents.ingestion.files import HTML, MARKDOWN, encrypt_pdf, make_docx, make_docx_bomb, make_pdf, make_zip
 
 
 def parsed(name: str, data: bytes) -> Parsed:
@@ -128,3 +133,65 @@ def test_a_corrupt_docx_is_refused() -> None:
 
 def test_a_spreadsheet_is_an_unsupported_type() -> None:
     assert rejection("sheet.xlsx", make_zip({"xl/workbook.xml": b"<workbook/>"})) == "Unsupported file type: an Excel workbook."
+
+
+@pytest.mark.parametrize(
+    ("encoding", "text"),
+    [
+        ("shift_jis", "会議の議事録です。明日の予定を確認してください。東京の事務所で午後三時に会いましょう。"),
+        ("euc_jp", "会議の議事録です。明日の予定を確認してください。東京の事務所で午後三時に会いましょう。"),
+        ("gb18030", "这是会议记录。请确认明天的日程安排。我们下午三点在北京办公室见面。"),
+        ("big5", "這是會議記錄。請確認明天的日程安排。我們下午三點在台北辦公室見面。"),
+        ("euc_kr", "회의록입니다. 내일 일정을 확인해 주세요. 오후 세 시에 서울 사무실에서 만납시다."),
+    ],
+)
+def test_east_asian_legacy_encodings_are_decoded(encoding: str, text: str) -> None:
+    assert parsed("notes.txt", text.encode(encoding)).text == text
+
+
+def nested_html(depth: int) -> bytes:
+    return ("<html><body>" + "<div>" * depth + "Deep down." + "</div>" * depth + "</body></html>").encode()
+
+
+def test_html_nested_past_the_limit_is_refused_with_the_limit() -> None:
+    assert rejection("deep.html", nested_html(5000)) == "The HTML is nested more than 200 elements deep; Cairn reads at most 200."
+
+
+def test_html_nested_up_to_the_limit_is_read() -> None:
+    assert parsed("deep.html", nested_html(HTML_MAX_DEPTH - 2)).text == "Deep down.\n"  # html and body are two levels
+
+
+def test_html_with_more_elements_than_the_limit_is_refused(settings: Settings) -> None:
+    settings.IMPORT_MAX_HTML_ELEMENTS = 1000
+    page = ("<html><body>" + "<p>x</p>" * 1000 + "</body></html>").encode()
+    assert rejection("long.html", page) == "The HTML has more than 1,000 elements; Cairn reads at most 1,000 in one file."
+
+
+def test_a_library_running_out_of_stack_is_a_reason_not_a_recursion_error() -> None:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 100)  # markdownify needs about three frames for each level
+    try:
+        reason = rejection("deep.html", nested_html(150))
+    finally:
+        sys.setrecursionlimit(limit)
+    assert reason == "The file is nested too deeply to be read."
+
+
+def test_a_docx_that_expands_past_the_ratio_is_refused_before_python_docx_reads_it() -> None:
+    bomb = make_docx_bomb(expanded=64 * 1024 * 1024)  # about 200 KB
+    assert rejection("bomb.docx", bomb) == "The DOCX expands more than 100 times its size (a ZIP bomb?)."
+
+
+def test_a_docx_past_its_expanded_size_limit_is_refused(settings: Settings) -> None:
+    settings.IMPORT_MAX_DOCX_EXPANDED_SIZE = 100_000
+    assert rejection("runbook.docx", make_docx()) == (
+        "The DOCX expands beyond the 100,000 bytes limit for one DOCX (its parts together)."
+    )
+
+
+def test_a_docx_whose_headers_understate_its_sizes_is_caught_while_inflating() -> None:
+    bomb = bytearray(make_docx_bomb(expanded=64 * 1024 * 1024))
+    central = struct.unpack("<I", bomb[-6:-2])[0]
+    for at in (22, central + 24):  # document.xml declares 1 KB, in its local header and the central directory
+        struct.pack_into("<I", bomb, at, 1024)
+    assert rejection("bomb.docx", bytes(bomb)).startswith("Corrupt DOCX: Bad CRC-32")
