@@ -322,6 +322,10 @@ class EntityKind(models.TextChoices):
     EVENT = "event", "Event"
 
 
+# Kinds the rules give for want of knowing better: a type the `llm` extractor gives outranks them.
+GENERIC_KINDS = (EntityKind.NAME, EntityKind.TOPIC)
+
+
 class Entity(models.Model):
     """A thing the team's documents talk about, found by its normalised name (`key`) within one team.
 
@@ -333,7 +337,10 @@ class Entity(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
     key = models.CharField(max_length=200, help_text="Normalised name: case-folded words separated by single spaces.")
-    name = models.CharField(max_length=500)
+    # The spelling and kind of whichever chunk named it first, for operators (the admin) only: that chunk may
+    # be one a viewer cannot read. A viewer sees the spelling and kind of the mentions they can read
+    # (Mention.name and Mention.kind, chosen in rag.retrieval.explore).
+    name = models.CharField(max_length=500, help_text="The first spelling read, in any document: shown to operators only.")
     kind = models.CharField(max_length=20, choices=EntityKind.choices)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -361,6 +368,11 @@ class Mention(models.Model):
     collection_id = models.UUIDField()
     model_id = models.CharField(max_length=200)
     count = models.PositiveSmallIntegerField(default=1)
+    # How this chunk spells the entity and what kind of name its words make it (a subject mention: its document's
+    # title, `document`; a title-only one: the title it matched, `document`). Names and kinds shown to a viewer are
+    # chosen among the mentions they can read, so a spelling only a private chunk writes is never shown.
+    name = models.CharField(max_length=500)
+    kind = models.CharField(max_length=20, choices=EntityKind.choices)
     # True when the chunk belongs to the document the entity names (its subject), not a mention elsewhere.
     subject = models.BooleanField(default=False)
     # True when only a document's title made these words a mention (a title match or a `/doc/<id>` link):

@@ -108,33 +108,29 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
     """Relations read from the passages themselves whose target is another passage's document.
 
     Only the passages' own chunks are read (they are visible: search chose them through the
-    access policy), so a fact here can name nothing the asker cannot read.
+    access policy), so a fact here can name nothing the asker cannot read. Each end is named as
+    those chunks write it: the source as the relation's own chunk does, the target by the title of
+    the passage's document it is (never the spelling of a chunk the asker may not read).
     """
     by_chunk = {p.chunk_id: p.n for p in passages}
     if len(by_chunk) < 2:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            """SELECT r.chunk_id, s.name, r.predicate, t.name, array_agg(tm.chunk_id)
+            """SELECT r.chunk_id, s.name, r.predicate, array_agg(t.chunk_id ORDER BY t.chunk_id), array_agg(t.name ORDER BY t.chunk_id)
                FROM graph_relations r
-               JOIN graph_entities s ON s.id = r.source_id
-               JOIN graph_entities t ON t.id = r.target_id
-               JOIN graph_mentions tm ON tm.entity_id = r.target_id AND tm.subject AND tm.chunk_id = ANY(%s)
+               JOIN graph_mentions s ON s.chunk_id = r.chunk_id AND s.entity_id = r.source_id AND (s.subject OR NOT s.title_only)
+               JOIN graph_mentions t ON t.entity_id = r.target_id AND t.subject AND t.chunk_id = ANY(%s)
                WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS' AND r.source_id <> r.target_id
-               GROUP BY r.id, r.chunk_id, s.name, r.predicate, t.name, r.weight
-               ORDER BY r.weight DESC, r.chunk_id, t.name LIMIT %s""",
+               GROUP BY r.id, r.chunk_id, s.name, r.predicate, r.weight
+               ORDER BY r.weight DESC, r.chunk_id, r.id LIMIT %s""",
             [list(by_chunk), list(by_chunk), MAX_FACTS],
         )
-        return [
-            Fact(
-                n=by_chunk[chunk_id],
-                source=source,
-                predicate=predicate,
-                target=target,
-                target_n=min(by_chunk[c] for c in target_chunks),
-            )
-            for chunk_id, source, predicate, target, target_chunks in cursor.fetchall()
-        ]
+        facts = []
+        for chunk_id, source, predicate, target_chunks, target_names in cursor.fetchall():
+            target_n, target = min((by_chunk[c], name) for c, name in zip(target_chunks, target_names, strict=True))
+            facts.append(Fact(n=by_chunk[chunk_id], source=source, predicate=predicate, target=target, target_n=target_n))
+        return facts
 
 
 def ms_since(since: float) -> float:

@@ -90,11 +90,13 @@ def proper_name(text: str) -> str | None:
 @dataclass
 class ChunkFacts:
     """What the rules read from one chunk: entity key -> (name, kind, count), links by key, and the keys
-    the chunk's own words make a name (`named`); the others are there only because they are a title."""
+    the chunk's own words make a name (`named`, with the kind those words make it); the others are there
+    only because they are a title. `mentions` holds the entity's kind (a title outranks a name); a
+    mention records the kind its chunk's own words give (`mention_kind`), which no title changes."""
 
     mentions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     links: set[str] = field(default_factory=set)
-    named: set[str] = field(default_factory=set)
+    named: dict[str, str] = field(default_factory=dict)
     # How often each key was found as a title (a title match or a `/doc/<id>` link), named or not.
     title_counts: Counter[str] = field(default_factory=Counter)
 
@@ -106,27 +108,30 @@ class ChunkFacts:
             self.title_counts[key] += count
         if key in self.mentions:
             old_name, old_kind, old_count = self.mentions[key]
-            # A title outranks a name or topic spelled the same way.
-            kind = EntityKind.DOCUMENT if EntityKind.DOCUMENT in (kind, old_kind) else old_kind
             if named and key not in self.named:
                 # Seen as a title first: the chunk's own words name it, and they alone give its spelling and count.
-                self.named.add(key)
-                self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
+                self.named[key] = kind
+                self.mentions[key] = (name[:MAX_NAME_LENGTH], EntityKind.DOCUMENT, count)
             elif named or key not in self.named:
-                self.mentions[key] = (old_name, kind, old_count + count)
+                # A title outranks a name or topic spelled the same way.
+                self.mentions[key] = (old_name, EntityKind.DOCUMENT if not named else old_kind, old_count + count)
             else:
-                self.mentions[key] = (old_name, kind, old_count)  # a name's count never depends on titles
+                self.mentions[key] = (old_name, EntityKind.DOCUMENT, old_count)  # a name's count never depends on titles
             return
         # Names and titles are bounded apart, so which titles exist (some private) never decides
         # which of the chunk's names are kept.
         if named and len(self.named) < MAX_ENTITIES_PER_CHUNK:
-            self.named.add(key)
+            self.named[key] = kind
         elif named or len(self.mentions) - len(self.named) >= MAX_ENTITIES_PER_CHUNK:
             return
         self.mentions[key] = (name[:MAX_NAME_LENGTH], kind, count)
 
     def title_only(self, key: str) -> bool:
         return key not in self.named
+
+    def mention_kind(self, key: str) -> str:
+        """The kind this chunk's own words make the key a name of; `document` when only a title made it a mention."""
+        return self.named.get(key, EntityKind.DOCUMENT)
 
     def cooccurring(self) -> list[tuple[str, str]]:
         """CO_OCCURS pairs, bounded: among the most frequent names, and each title-only key with the top
@@ -206,11 +211,12 @@ def read_chunk(
         if title and entity_key(title) != own_key:
             facts.add(title, EntityKind.DOCUMENT, named=False)
             facts.links.add(entity_key(title))
-    # A wiki link names its target in the chunk's own words: a name, whether or not a title too.
+    # A wiki link names its target in the chunk's own words: a name, whether or not a title too (the title
+    # automaton above has found it then, and made the entity a document).
     for match in _WIKI_LINK.finditer(text):
         name = match.group(1).strip()
         if entity_key(name) != own_key:
-            facts.add(name, EntityKind.DOCUMENT if entity_key(name) in matcher.titles else EntityKind.NAME)
+            facts.add(name, EntityKind.NAME)
             facts.links.add(entity_key(name))
     for line in text.splitlines():
         if title_cased_heading(line):
@@ -277,10 +283,21 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
             "model_id": chunk.model_id,
         }
         if own_name:
-            mentions.append(Mention(entity_id=entity[own_key], count=1, subject=True, **common))
-        for key, (_, _, count) in facts.mentions.items():
+            mentions.append(
+                Mention(entity_id=entity[own_key], name=own_name, kind=EntityKind.DOCUMENT, count=1, subject=True, **common)
+            )
+        for key, (name, _, count) in facts.mentions.items():
             title_only = facts.title_only(key)
-            mentions.append(Mention(entity_id=entity[key], count=min(count, 32767), title_only=title_only, **common))
+            mentions.append(
+                Mention(
+                    entity_id=entity[key],
+                    name=name,
+                    kind=facts.mention_kind(key),
+                    count=min(count, 32767),
+                    title_only=title_only,
+                    **common,
+                )
+            )
             if own_name:
                 predicate = PREDICATE_LINKS_TO if key in facts.links else PREDICATE_MENTIONS
                 weight = float(min(count, 5)) + (1.0 if key in facts.links else 0.0)
@@ -363,6 +380,8 @@ def link_title_mentions(*, document: Document, model_id: str, chunks_before=None
                 document_version=v,
                 collection_id=collection,
                 model_id=model_id,
+                name=document.title,
+                kind=EntityKind.DOCUMENT,
                 title_only=True,
             )
             for c, _, d, v, collection in candidates

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from config.metrics import KIND_GRAPH_LLM, provider_call
 from documents.models import Document
 from rag.corpus.names import entity_key, is_meaningful_key, normalised_text
 from rag.indexing.graph_extraction import MAX_NAME_LENGTH, PREDICATE_MENTIONS, entities_by_key
-from rag.models import Chunk, Entity, EntityKind, GraphExtraction, Mention, Relation
+from rag.models import GENERIC_KINDS, Chunk, Entity, EntityKind, GraphExtraction, Mention, Relation
 from rag.providers import retry
 from rag.providers.base import LLMClient
 from rag.providers.errors import ProviderError
@@ -43,8 +44,6 @@ MAX_OUTPUT_TOKENS = 2048
 # A relation the model is sure of weighs as two mentions in the graph's spread, an unsure one as
 # little as co-occurrence (0.5) or less.
 RELATION_WEIGHT = 2.0
-# Kinds the rules give for want of knowing better: a type the model gives replaces them.
-GENERIC_KINDS = (EntityKind.NAME, EntityKind.TOPIC)
 
 
 @dataclass(frozen=True)
@@ -150,11 +149,12 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
         Entity.objects.filter(team_id=document.team_id, key__in=keys, kind__in=GENERIC_KINDS).update(kind=kind)
 
     ids = [chunk.pk for chunk, _ in read]
-    rows = Mention.objects.filter(chunk_id__in=ids).values_list("chunk_id", "entity_id", "title_only")
-    existing = {(chunk_id, entity_id): title_only for chunk_id, entity_id, title_only in rows}
+    rows = Mention.objects.filter(chunk_id__in=ids).values_list("chunk_id", "entity_id", "title_only", "kind")
+    existing = {(chunk_id, entity_id): (title_only, kind) for chunk_id, entity_id, title_only, kind in rows}
     named = set(existing)
-    # The rules saw only a title where the model reads a name in the chunk's words: a name after all.
-    promoted: list[tuple[int, uuid.UUID]] = []
+    # The rules saw only a title where the model reads a name in the chunk's words (a name after all, spelled
+    # as the model read it), or gave a generic kind where the model gives a type: (chunk, entity) -> (name, kind).
+    retyped: dict[tuple[int, uuid.UUID], tuple[str, str]] = {}
     subjects = dict(Mention.objects.filter(chunk_id__in=ids, subject=True).values_list("chunk_id", "entity_id"))
     mentions: list[Mention] = []
     relations: list[Relation] = []
@@ -169,14 +169,18 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
         words = f" {normalised_text(chunk.chunk_text)} "
         for item in found["entities"]:
             entity_id = entity.get(entity_key(item["name"]))
-            if entity_id is not None and existing.get((chunk.pk, entity_id)):
-                promoted.append((chunk.pk, entity_id))
-            if entity_id is None or (chunk.pk, entity_id) in named:
+            if entity_id is None:
+                continue
+            name, kind = item["name"][:MAX_NAME_LENGTH], EntityKind(item["type"].lower())
+            rules = existing.get((chunk.pk, entity_id))
+            if rules is not None and (rules[0] or rules[1] in GENERIC_KINDS):
+                retyped.setdefault((chunk.pk, entity_id), (name, kind))
+            if (chunk.pk, entity_id) in named:
                 continue  # the rules named it already, with their own count and relation
             named.add((chunk.pk, entity_id))
             # A name found only in the headings above the chunk still counts once.
             count = max(1, words.count(f" {normalised_text(item['name'])} "))
-            mentions.append(Mention(entity_id=entity_id, count=min(count, 32767), **common))
+            mentions.append(Mention(entity_id=entity_id, name=name, kind=kind, count=min(count, 32767), **common))
             subject = subjects.get(chunk.pk)
             if subject is not None and subject != entity_id:
                 relations.append(
@@ -203,8 +207,22 @@ def write_llm_facts(*, document: Document, chunks: list[Chunk], facts: Mapping[s
                 )
     Mention.objects.bulk_create(mentions, ignore_conflicts=True)
     Relation.objects.bulk_create(relations)
-    for chunk_id, entity_id in promoted:
-        Mention.objects.filter(chunk_id=chunk_id, entity_id=entity_id).update(title_only=False)
+    if retyped:
+        # One statement for the batch. A title-only mention takes the model's spelling; a named one keeps the
+        # rules' (the chunk's own words).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """UPDATE graph_mentions m SET kind = u.kind, title_only = FALSE,
+                          name = CASE WHEN m.title_only THEN u.name ELSE m.name END
+                   FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::text[]) AS u(chunk_id, entity_id, name, kind)
+                   WHERE m.chunk_id = u.chunk_id AND m.entity_id = u.entity_id""",
+                [
+                    [chunk_id for chunk_id, _ in retyped],
+                    [entity_id for _, entity_id in retyped],
+                    [name for name, _ in retyped.values()],
+                    [str(kind) for _, kind in retyped.values()],
+                ],
+            )
 
 
 def rewrite_cached_facts(*, document: Document, model_id: str) -> None:

@@ -4,6 +4,7 @@ passage a relation was read from.
 Every count, neighbour, relation and passage is read through the viewer's visible documents (the
 same compiled scope as search) and rag.retrieval.graph_policy: an entity with no visible mention does
 not exist for the viewer, and words are a document's title only to those who can read that document.
+An entity's name and kind are those its visible mentions give, never those of the chunk that first named it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from config.errors import NotFound
 from permissions.models import User
 from rag.corpus.names import entity_key
 from rag.corpus.serving_model import serving_model
+from rag.models import GENERIC_KINDS
 from rag.retrieval.graph_policy import mention_counts, relation_counts
 from rag.retrieval.hits import chunk_ref
 from rag.retrieval.visibility import SearchScope, search_scope
@@ -66,23 +68,58 @@ class EntityDetail:
     passages: list[Passage]
 
 
-def _summaries(scope: SearchScope, where: str, params: list, *, limit: int, offset: int = 0) -> tuple[list[EntitySummary], int]:
+# An entity's name as the viewer's passages write it: the title of a document they can read that bears it, else the
+# spelling most of their passages naming it use; ties to the first in byte order. Only the spellings of subject and
+# named mentions count: a title-only mention's words are some document's title, perhaps spelt as a private one is.
+_SPELLING = """
+    SELECT m.name FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
+    WHERE m.entity_id = p.id AND m.model_id = %(model)s AND (m.subject OR NOT m.title_only)
+    GROUP BY m.name ORDER BY bool_or(m.subject) DESC, count(*) DESC, m.name COLLATE "C" LIMIT 1"""
+# Its kind, when it is not the title of a document they can read (`document` then): the one most of their passages
+# naming it give, a type the llm extractor gives before a generic kind (rag.models.GENERIC_KINDS).
+_KIND = """
+    SELECT m.kind FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
+    WHERE NOT p.titled AND m.entity_id = p.id AND m.model_id = %(model)s AND NOT m.subject AND NOT m.title_only
+    GROUP BY m.kind ORDER BY m.kind = ANY(%(generic)s), count(*) DESC, m.kind COLLATE "C" LIMIT 1"""
+
+
+def _summaries(scope: SearchScope, where: str, params: dict, *, limit: int, offset: int = 0) -> tuple[list[EntitySummary], int]:
+    """The visible entities matching `where` (SQL over `e`, graph_entities), most mentioned first, and how many match.
+
+    Each is shown as the viewer's passages show it: counted from the mentions they can read, spelt and typed
+    as those mentions are (`_SPELLING`, `_KIND`), never as the chunk that first named it, which may be
+    private. Spelling and kind are read for the page's entities only.
+    """
+    visible, visible_params = scope.whole_named
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH v AS MATERIALIZED ({scope.whole_sql}),
+            f"""WITH v AS MATERIALIZED ({visible}),
                 counted AS (
-                    -- A document's title is a `document` only to viewers who can read a document so titled.
-                    SELECT e.id, e.name,
-                           CASE WHEN bool_or(m.subject) THEN 'document' WHEN e.kind = 'document' THEN 'name' ELSE e.kind END,
+                    SELECT e.id, e.key, bool_or(m.subject) AS titled,
                            count(*) AS mentions, count(DISTINCT m.document_id) AS documents
                     FROM graph_entities e
-                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %s
+                    JOIN graph_mentions m ON m.entity_id = e.id AND m.model_id = %(model)s
                     JOIN v ON v.id = m.document_id AND v.version = m.document_version
-                    WHERE e.team_id = %s AND {where} AND {mention_counts("m", "v")}
-                    GROUP BY e.id, e.name, e.kind)
-                SELECT id, name, kind, mentions, documents, count(*) OVER () FROM counted
-                ORDER BY mentions DESC, name, id LIMIT %s OFFSET %s""",
-            [*scope.whole_params, serving_model(scope.user.team_id).model_id, scope.user.team_id, *params, limit, offset],
+                    WHERE e.team_id = %(team)s AND {where} AND {mention_counts("m", "v")}
+                    GROUP BY e.id, e.key),
+                page AS (
+                    SELECT counted.*, count(*) OVER () AS total FROM counted
+                    ORDER BY mentions DESC, key, id LIMIT %(limit)s OFFSET %(offset)s)
+                SELECT p.id, coalesce(spelt.name, p.key), CASE WHEN p.titled THEN 'document' ELSE coalesce(typed.kind, 'name') END,
+                       p.mentions, p.documents, p.total
+                FROM page p
+                LEFT JOIN LATERAL ({_SPELLING}) spelt ON TRUE
+                LEFT JOIN LATERAL ({_KIND}) typed ON TRUE
+                ORDER BY p.mentions DESC, p.key, p.id""",
+            {
+                **visible_params,
+                **params,
+                "model": serving_model(scope.user.team_id).model_id,
+                "team": scope.user.team_id,
+                "limit": limit,
+                "offset": offset,
+                "generic": [str(kind) for kind in GENERIC_KINDS],
+            },
         )
         rows = cursor.fetchall()
     return [EntitySummary(*row[:5]) for row in rows], (rows[0][5] if rows else 0)
@@ -93,19 +130,21 @@ def entity_list(*, user: User, query: str, limit: int = 25, offset: int = 0) -> 
     scope = search_scope(user=user)
     key = entity_key(query)
     if not key:
-        return _summaries(scope, "TRUE", [], limit=limit, offset=offset)
+        return _summaries(scope, "TRUE", {}, limit=limit, offset=offset)
     like = "%" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return _summaries(scope, "e.key LIKE %s", [like], limit=limit, offset=offset)
+    return _summaries(scope, "e.key LIKE %(like)s", {"like": like}, limit=limit, offset=offset)
 
 
 def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDetail:
     """One entity as the viewer may see it: 404 unless one of its mentions is visible."""
     scope = search_scope(user=user)
-    found, _ = _summaries(scope, "e.id = %s", [entity_id], limit=1)
+    found, _ = _summaries(scope, "e.id = %(id)s", {"id": entity_id}, limit=1)
     if not found:
         raise NotFound("Entity not found.")
     model_id = serving_model(user.team_id).model_id
     with connection.cursor() as cursor:
+        # The neighbours that count for the viewer (one of their mentions does: `visible_mention`), with their keys
+        # to order by; only the page's are summarised (counted, spelt) after.
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.whole_sql}),
                 edges AS (
@@ -119,22 +158,27 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
                 best AS (
                     SELECT DISTINCT ON (other, direction, predicate) other, direction, predicate, confidence, weight, chunk_id
                     FROM edges WHERE other <> %s ORDER BY other, direction, predicate, weight DESC, chunk_id)
-                SELECT b.other, b.direction, b.predicate, b.confidence, b.weight, c.document_id, c.document_version, c.chunk_index
-                FROM best b JOIN document_embeddings c ON c.id = b.chunk_id""",
-            [*scope.whole_params, entity_id, model_id, entity_id, model_id, entity_id],
+                SELECT b.other, o.key, b.direction, b.predicate, b.confidence, b.weight,
+                       c.document_id, c.document_version, c.chunk_index
+                FROM best b JOIN document_embeddings c ON c.id = b.chunk_id JOIN graph_entities o ON o.id = b.other
+                WHERE EXISTS (
+                    SELECT 1 FROM graph_mentions m JOIN v ON v.id = m.document_id AND v.version = m.document_version
+                    WHERE m.entity_id = b.other AND m.model_id = %s AND {mention_counts("m", "v")})""",
+            [*scope.whole_params, entity_id, model_id, entity_id, model_id, entity_id, model_id],
         )
-        edges = cursor.fetchall()
-    others, _ = _summaries(scope, "e.id = ANY(%s)", [[row[0] for row in edges]], limit=10_000) if edges else ([], 0)
-    by_id = {summary.id: summary for summary in others}
-    neighbours = sorted(
-        (
-            Neighbour(by_id[o], p, d, float(c), float(w), chunk_ref(doc, version, index))
-            for o, d, p, c, w, doc, version, index in edges
-            if o in by_id
-        ),
         # A total order: a page cut among ties must not depend on the order the rows came in.
-        key=lambda n: (-n.weight, n.predicate, n.entity.name, n.direction, n.chunk),
-    )[:limit]
+        edges = sorted(
+            (
+                (o, key, d, p, c, w, chunk_ref(doc, version, index))
+                for o, key, d, p, c, w, doc, version, index in cursor.fetchall()
+            ),
+            key=lambda edge: (-edge[5], edge[3], edge[1], edge[2], edge[6]),
+        )[:limit]
+    others, _ = (
+        _summaries(scope, "e.id = ANY(%(ids)s)", {"ids": list({row[0] for row in edges})}, limit=limit) if edges else ([], 0)
+    )
+    by_id = {summary.id: summary for summary in others}
+    neighbours = [Neighbour(by_id[o], p, d, float(c), float(w), chunk) for o, _, d, p, c, w, chunk in edges if o in by_id]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.whole_sql})

@@ -77,24 +77,24 @@ def _question_entities(
     keys = question_keys(query)
     if not keys:
         return seeds, names_documents
+    visible, visible_params = scope.named  # joined inline, as in `_spread`
+    collections, collections_params = scope.collections_named
     with prepared_cursor() as cursor:
-        # The team's entities by name first (an index lookup): the planner, guessing dozens, would
-        # otherwise scan every mention to join them.
-        cursor.execute("SELECT id, key FROM graph_entities WHERE team_id = %s AND key = ANY(%s)", [scope.user.team_id, keys])
-        named: dict[uuid.UUID, str] = dict(cursor.fetchall())
-        if not named:
-            return seeds, names_documents
-        visible, visible_params = scope.named  # joined inline, as in `_spread`
-        collections, collections_params = scope.collections_named
+        # One statement whatever the names match: whether the team holds an entity of that name in documents the
+        # viewer cannot read must not change what runs (a second statement only when one exists told them so by
+        # its time). The team's entities by name first (an index lookup, materialised): the planner, guessing
+        # dozens, would otherwise scan every mention to join them.
         cursor.execute(
-            f"""WITH e AS (
-                    SELECT e.id, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
-                    FROM unnest(%(ids)s::uuid[]) AS e(id))
+            f"""WITH named AS MATERIALIZED (
+                    SELECT id, key FROM graph_entities WHERE team_id = %(team)s AND key = ANY(%(keys)s)),
+                e AS (
+                    SELECT e.id, e.key, {titled_document_visible("e.id", "%(model)s", f"({visible})")} AS title_ok
+                    FROM named e)
                 -- Counted up to HUB_COUNT_CAP, as a hop counts what it reaches, not every visible mention of a
                 -- name thousands of passages share (at 1M chunks up to 31 ms, now 14;
                 -- bench/latency.py). Among the mentions that count, one is its document's subject exactly
                 -- when the entity is a visible document's title: title_ok.
-                SELECT e.id, e.title_ok, d.n FROM e, LATERAL (
+                SELECT e.id, e.key, e.title_ok, d.n FROM e, LATERAL (
                     SELECT count(*) AS n FROM (
                         SELECT 1 FROM graph_mentions m
                         JOIN ({visible}) v ON v.id = m.document_id AND v.version = m.document_version
@@ -102,9 +102,16 @@ def _question_entities(
                           AND {mention_counts("m", f"({visible})", title_visible="e.title_ok")}
                         LIMIT %(cap)s) z) d
                 WHERE d.n > 0""",
-            {**visible_params, **collections_params, "model": model_id, "ids": list(named), "cap": HUB_COUNT_CAP},
+            {
+                **visible_params,
+                **collections_params,
+                "team": scope.user.team_id,
+                "keys": keys,
+                "model": model_id,
+                "cap": HUB_COUNT_CAP,
+            },
         )
-        rows = [(pk, named[pk], is_title, count) for pk, is_title, count in cursor.fetchall()]
+        rows = cursor.fetchall()
     titles = {pk for pk, _, is_title, _ in rows if is_title}
     mentions = {pk: count for pk, _, _, count in rows}
     for pk in _longest_only({pk: key for pk, key, _, _ in rows}):

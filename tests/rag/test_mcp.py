@@ -17,7 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from permissions.models import ApiToken, TokenScope, User
 from permissions.services import api_token_create, api_token_revoke
+from rag.indexing.pipeline import index_documents
 from rag.retrieval.explore import entity_list
+from tests.factories import DocumentFactory
 from tests.servers import GunicornServer
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
@@ -327,6 +329,24 @@ def test_get_entity_of_an_invisible_entity_is_the_same_not_found_as_a_missing_on
     detail = body(call(server, token_for(cast.alice), "get_entity", {"id": str(secret.id)}))["data"]
     assert detail["entity"]["name"] == "Secret owls"
     assert {passage["title"] for passage in detail["passages"]} == {"Secret owls"}
+
+
+def test_find_entities_and_get_entity_spell_an_entity_as_the_callers_passages_do(cast, server):
+    """Not as a private document that named it first: an oddly cased guess reads back in its own spelling."""
+    plans = DocumentFactory.create(
+        collection=cast.private, created_by=cast.alice, title="Plans", text="Project Nightjar starts in May."
+    )
+    index_documents(document_ids=[plans.pk])
+    guess = DocumentFactory.create(
+        collection=cast.handbook, created_by=cast.alice, title="Guess", text="PRoject NightJAR starts soon."
+    )
+    index_documents(document_ids=[guess.pk])
+    token = token_for(cast.bob)
+    found = body(call(server, token, "find_entities", {"query": "nightjar"}))["data"]
+    assert [entity["name"] for entity in found] == ["PRoject NightJAR"]
+    assert body(call(server, token, "get_entity", {"id": found[0]["id"]}))["data"]["entity"]["name"] == "PRoject NightJAR"
+    alice = body(call(server, token_for(cast.alice), "find_entities", {"query": "nightjar"}))["data"]
+    assert [(entity["name"], entity["mentions"]) for entity in alice] == [("PRoject NightJAR", 2)], "a tie: byte order"
 
 
 def test_charlie_sees_nothing_of_another_team(cast, corpus, server):

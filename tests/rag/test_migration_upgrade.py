@@ -33,6 +33,8 @@ HEADINGS_MIGRATION = ("rag", "0005_search_vectors_with_headings")
 SERVING_MIGRATION = ("rag", "0013_serving_model")
 # The migration that flagged graph facts that exist only because some document's title names them.
 TITLE_FLAGS_MIGRATION = ("rag", "0014_graph_title_only")
+# The migration that gave each mention its chunk's own spelling and kind of the entity.
+MENTION_NAMES_MIGRATION = ("rag", "0021_mention_name_and_kind")
 
 MODEL, DIMENSION = "fake-embedding", 384
 OTHER_MODEL, OTHER_DIMENSION = "upgrade-test-model", 8
@@ -425,3 +427,44 @@ def test_graph_facts_from_before_the_title_flags_count_only_where_a_title_may_be
             ("Deployment guide", True),
             ("Onboarding", True),
         ]
+
+
+def test_mentions_from_before_their_own_spellings_take_their_chunks_spelling_never_another_chunks(
+    executor: MigrationExecutor,
+) -> None:
+    """Facts written before 0021 kept one spelling per entity, the first chunk's. A subject mention takes its
+    document's title; a named one the spelling its chunk (or a heading above it) holds, else the entity's key;
+    a title-only one keeps the entity's (never shown). A title entity named in a chunk is a name there."""
+    (before,) = executor.loader.graph.node_map[MENTION_NAMES_MIGRATION].parents
+    state = executor.migrate([before.key])
+    seed(state.apps, start=before.key[1], headings=True)
+    execute("""INSERT INTO graph_entities (id, team_id, key, name, kind, created_at)
+               SELECT gen_random_uuid(), t.id, k.key, k.name, k.kind, now() FROM permissions_team t,
+               (VALUES ('deployment guide', 'DEPLOYMENT-GUIDE', 'document'), ('release script', 'Release-Script', 'name'),
+                       ('first week', 'First week', 'topic'), ('buddy system', 'Buddy System', 'name'),
+                       ('rollbacks', 'ROLLBACKS', 'document')) k(key, name, kind)""")
+    execute(f"""INSERT INTO graph_mentions (chunk_id, entity_id, document_id, document_version, collection_id, model_id,
+                                            count, subject, title_only)
+                SELECT e.id, g.id, e.document_id, e.document_version, d.collection_id, e.model_id, 1, f.subject, f.title_only
+                FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id,
+                (VALUES ('Deployment guide', 0, 'deployment guide', TRUE, FALSE),
+                        ('Deployment guide', 0, 'release script', FALSE, FALSE),
+                        ('Deployment guide', 1, 'rollbacks', FALSE, FALSE),
+                        ('Onboarding', 0, 'deployment guide', FALSE, TRUE),
+                        ('Onboarding', 0, 'first week', FALSE, FALSE),
+                        ('Onboarding', 0, 'buddy system', FALSE, FALSE)) f(title, chunk_index, key, subject, title_only)
+                JOIN graph_entities g ON g.key = f.key
+                WHERE d.title = f.title AND e.chunk_index = f.chunk_index AND e.model_id = '{MODEL}'""")
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert sorted(
+        fetch("""SELECT d.title, g.key, m.name, m.kind FROM graph_mentions m
+                 JOIN graph_entities g ON g.id = m.entity_id JOIN documents_document d ON d.id = m.document_id""")
+    ) == [
+        ("Deployment guide", "deployment guide", "Deployment guide", "document"),
+        ("Deployment guide", "release script", "release script", "name"),
+        ("Deployment guide", "rollbacks", "Rollbacks", "name"),
+        ("Onboarding", "buddy system", "buddy system", "name"),
+        ("Onboarding", "deployment guide", "DEPLOYMENT-GUIDE", "document"),
+        ("Onboarding", "first week", "First week", "topic"),
+    ]

@@ -55,6 +55,31 @@ def test_the_rules_read_titles_links_names_code_and_headings():
     assert "deploying" not in facts.mentions, "a document does not mention itself"
 
 
+def test_each_mention_records_its_own_chunks_spelling_and_the_kind_its_words_give(cast):
+    """What a reader is shown of an entity comes from these: never another chunk's spelling, never a title's kind."""
+    DocumentFactory(collection=cast.private, created_by=cast.alice, title="Grace Hopper", text="A biography.")
+    DocumentFactory(collection=cast.private, created_by=cast.alice, title="Night Crew", text="The crew's page.")
+    memo = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Memo",
+        text="GraCE Hopper wrote `release_train` for the night crew. Grace Hopper retired.",
+    )
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    mentions = {
+        key: (name, kind, title_only)
+        for key, name, kind, title_only in Mention.objects.filter(document_id=memo.pk).values_list(
+            "entity__key", "name", "kind", "title_only"
+        )
+    }
+    assert mentions == {
+        "memo": ("Memo", EntityKind.DOCUMENT, False),  # its subject: the document's title
+        "grace hopper": ("GraCE Hopper", EntityKind.NAME, False),  # the first spelling, a name though also a title
+        "release train": ("release_train", EntityKind.CODE, False),
+        "night crew": ("Night Crew", EntityKind.DOCUMENT, True),  # only a title: never shown as a spelling
+    }
+
+
 def test_a_title_is_found_anywhere_in_a_long_chunk_not_only_at_its_start():
     text = "Filler words about other things. " * 60 + "The Release Train leaves at noon."
     facts = read_chunk(text, [], own_key="x", matcher=matcher("Release Train"), linked_titles={})

@@ -10,6 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
+from documents.models import Document
 from rag.indexing.graph_llm import llm_extractor
 from rag.indexing.graph_llm_prompt import ENTITY_TYPES, build_prompt, read_answer
 from rag.indexing.pipeline import index_documents, remove_document_chunks, title_changed
@@ -136,6 +137,21 @@ def test_a_document_title_stays_a_document_whatever_the_model_calls_it(cast, gra
     hopper = document(cast, "Grace Hopper was a computer scientist.", title="Grace Hopper")
     index_documents(document_ids=[document(cast).pk, hopper.pk])
     assert kind("grace hopper") == EntityKind.DOCUMENT
+
+
+def test_each_mention_takes_the_models_type_in_its_own_chunk_and_a_title_only_one_its_spelling(cast, graph_llm):
+    graph_llm.response = answer([("Grace Hopper", "PERSON"), ("univac", "PRODUCT")])
+    document(cast, "The machine.", title="UNIVAC", collection=cast.private)
+    doc = document(cast, "Grace Hopper programmed the univac.")
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    mentions = {
+        key: (name, kind, title_only)
+        for key, name, kind, title_only in Mention.objects.filter(document_id=doc.pk, subject=False).values_list(
+            "entity__key", "name", "kind", "title_only"
+        )
+    }
+    assert mentions["grace hopper"] == ("Grace Hopper", EntityKind.PERSON, False), "the rules' name, the model's type"
+    assert mentions["univac"] == ("univac", EntityKind.PRODUCT, False), "a title to the rules, a name in the model's reading"
 
 
 def test_the_models_entities_are_mentioned_by_their_chunk_and_its_document(cast, graph_llm):

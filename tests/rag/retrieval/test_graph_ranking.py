@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from documents.models import Document
 from rag.indexing.graph_extraction import rename_document_entity
 from rag.indexing.pipeline import index_documents
-from rag.models import Chunk, Mention
+from rag.models import Chunk, Entity, Mention
 from rag.retrieval.explore import entity_get, entity_list
 from rag.retrieval.graph_ranking import graph_ranking, question_keys
 from rag.retrieval.search import search
@@ -411,3 +413,39 @@ def test_a_named_entity_a_seed_chunk_is_about_spreads_with_the_stronger_seed_tho
     assert read_before == pytest.approx(crew_score(seed_chunk_ids=[studio_chunk]), rel=1e-9)
     # The Night Crew is one hop from Acme Studios: its score scales with Acme Studios' seed.
     assert read_before == pytest.approx(alone * SEED_FROM_RANKINGS / question.named[acme], rel=1e-6)
+
+
+def _statements(user, query: str, mode: str) -> list[tuple[str, tuple]]:
+    """The statements a search runs, as sent before their values are bound, each with its values' types and lengths."""
+
+    def shape(value) -> object:
+        if isinstance(value, dict):
+            return tuple(sorted((name, shape(v)) for name, v in value.items()))
+        if isinstance(value, list | tuple):
+            return (type(value).__name__, len(value))
+        return type(value).__name__
+
+    sent: list[tuple[str, tuple]] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append((re.sub(r'SAVEPOINT "s[0-9]+_x[0-9]+"', "SAVEPOINT s", sql), shape(params)))
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as captured, connection.execute_wrapper(record):
+        search(user=user, query=query, mode=mode, limit=5, threshold=0.0)
+    assert len(sent) == len(captured.captured_queries)
+    return sent
+
+
+@pytest.mark.parametrize("mode", ["graph", "hybrid"])
+def test_a_search_runs_the_same_statements_whether_or_not_a_document_it_cannot_read_names_the_question(cast, mode):
+    """Whether the team holds an entity only in documents the viewer cannot read must not change what runs: neither
+    how many statements nor which (their time would tell)."""
+    DocumentFactory(collection=cast.private, created_by=cast.alice, title="Plans", text="Falcon Works builds the new depot.")
+    DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Depot", text="Heron Yards built the old depot.")
+    index_documents(document_ids=list(Document.objects.values_list("pk", flat=True)))
+    assert Entity.objects.filter(key="falcon works").exists() and not Entity.objects.filter(key="osprey works").exists()
+    search(user=cast.bob, query="Who built the depot?", mode=mode, limit=5, threshold=0.0)  # warm what is cached per viewer
+    invisible = _statements(cast.bob, "Who leads Falcon Works today?", mode)
+    missing = _statements(cast.bob, "Who leads Osprey Works today?", mode)
+    assert invisible == missing
