@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -30,3 +30,11 @@ def _json_worker_logs(logger: logging.Logger, **kwargs: Any) -> None:
     for handler in logger.handlers:
         handler.setFormatter(JsonFormatter())
         handler.addFilter(RequestIdFilter())
+
+
+@task_postrun.connect
+def _count_task(sender: Any = None, state: str | None = None, **kwargs: Any) -> None:
+    """Every finished task counts in `cairn_tasks_total`: the alert rules tell a missing worker by none finishing."""
+    from config.metrics import TASKS
+
+    TASKS.labels(getattr(sender, "name", "unknown"), (state or "unknown").lower()).inc()
