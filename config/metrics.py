@@ -8,8 +8,8 @@ type, and a scrape sums the files of every process. Without it a process serves 
 
 Gauges are not kept in processes at all (multiprocess mode would need a mode per gauge and a
 clean-up when a worker dies): what is a state rather than a count — documents per index state,
-tasks waiting in the queue — is read at scrape time by collectors (`BrokerCollector` here, those the
-apps register with `register_scrape_collector`), so every scrape sees the database and broker as
+tasks waiting in the queue — is read at scrape time by the collectors registered with
+`register_scrape_collector` (`BrokerCollector` by config.celery, the apps' own), so every scrape sees the database and broker as
 they are. The alert rules that read these metrics ship in deploy/prometheus/alerts.yml.
 """
 
@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
@@ -35,6 +36,11 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from config.broker import queue_length
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 logger = logging.getLogger(__name__)
 
@@ -155,14 +161,15 @@ class MetricsMiddleware:
 
 
 class BrokerCollector(Collector):
-    """`cairn_broker_up` and `cairn_queue_messages{queue}`, read from the broker at each scrape (nothing without one)."""
+    """`cairn_broker_up` and `cairn_queue_messages{queue}`, read from `app`'s broker at each scrape (nothing without one)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if settings.CELERY_TASK_ALWAYS_EAGER:
             return  # no broker: tasks run in-process and nothing waits
-        from config.broker import queue_length
-        from config.celery import app
-
+        app = self.app
         queue = app.conf.task_default_queue
         up = GaugeMetricFamily("cairn_broker_up", "1 when the scrape reached the broker, else 0.")
         try:
@@ -181,7 +188,7 @@ class BrokerCollector(Collector):
         yield messages
 
 
-_scrape_collectors: list[Collector] = [BrokerCollector()]
+_scrape_collectors: list[Collector] = []
 
 
 def register_scrape_collector(collector: Collector) -> None:

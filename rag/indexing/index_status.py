@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from documents.models import Document
 from permissions.models import User
-from rag.corpus.serving_model import configured_model, serving_model
+from rag.corpus.serving_model import configured_model, fallback_model, serving_model
 from rag.indexing.model_switch import Coverage, coverage
 from rag.models import Chunk, IndexState, IndexStatus
 
@@ -131,8 +131,19 @@ def oldest_waiting_seconds(model_id: str) -> float:
     return max(0.0, (timezone.now() - oldest).total_seconds()) if oldest else 0.0
 
 
+def fallback_document_count() -> int:
+    """Live documents the fallback model has indexed, waiting to be embedded again by the configured one."""
+    model = fallback_model()
+    if model is None:
+        return 0
+    return IndexStatus.objects.filter(
+        model_id=model.model_id, state=IndexState.INDEXED, document__deleted_at__isnull=True
+    ).count()
+
+
 class IndexCollector(Collector):
-    """`cairn_index_documents{model,state}` and `cairn_index_oldest_waiting_seconds{model}`, computed at each scrape."""
+    """`cairn_index_documents{model,state}`, `cairn_index_oldest_waiting_seconds{model}` and
+    `cairn_index_fallback_documents`, computed at each scrape."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         model_id = settings.RAG_EMBEDDING_MODEL
@@ -151,3 +162,8 @@ class IndexCollector(Collector):
         )
         oldest.add_metric([model_id], oldest_waiting_seconds(model_id))
         yield oldest
+        yield GaugeMetricFamily(
+            "cairn_index_fallback_documents",
+            "Documents the fallback embedding model indexed while the configured one failed, not yet embedded again by it.",
+            value=fallback_document_count(),
+        )
