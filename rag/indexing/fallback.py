@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from documents.models import Document
@@ -40,26 +40,34 @@ class ReembedResult:
 
 
 def fallback_documents() -> QuerySet[Document]:
-    """Live documents the fallback model has indexed and the configured model has not replaced yet, not being indexed now."""
+    """Live documents the fallback model has indexed and the configured model has not replaced yet, not being indexed now.
+
+    Those the configured model tried least recently come first: one it keeps refusing (a permanent
+    error) goes to the back rather than filling every pass's first batch.
+    """
     model = fallback_model()
     if model is None:
         return Document.objects.none()
+    configured = IndexStatus.objects.filter(document_id=OuterRef("pk"), model_id=settings.RAG_EMBEDDING_MODEL)
     lease_start = timezone.now() - timedelta(seconds=settings.RAG_INDEX_LEASE)
-    busy = IndexStatus.objects.filter(model_id=settings.RAG_EMBEDDING_MODEL, state__in=WAITING, updated_at__gte=lease_start)
+    busy = configured.filter(state__in=WAITING, updated_at__gte=lease_start)
     return (
         Document.objects.filter(deleted_at__isnull=True, index_statuses__model_id=model.model_id)
-        .exclude(pk__in=busy.values("document_id"))
-        .order_by("pk")
+        .exclude(Exists(busy))
+        .annotate(tried_at=Subquery(configured.values("updated_at")[:1]))
+        .order_by(F("tried_at").asc(nulls_first=True), "pk")
     )
 
 
 def reembed_fallback_documents() -> ReembedResult:
     """One pass: the configured model embeds the fallback's documents, batch by batch, until one fails whole."""
     reembedded = failed = 0
+    tried: set = set()
     for _ in range(REEMBED_BATCHES_PER_PASS):
-        ids = list(fallback_documents().values_list("pk", flat=True)[:REEMBED_BATCH])
+        ids = list(fallback_documents().exclude(pk__in=tried).values_list("pk", flat=True)[:REEMBED_BATCH])
         if not ids:
             break
+        tried.update(ids)
         result = index_documents(document_ids=ids)
         reembedded += len(result.indexed) + len(result.skipped)
         failed += len(result.failed)

@@ -22,6 +22,7 @@ from pytest_django import Settings
 from documents.models import Document
 from rag.answering.passages import retrieve
 from rag.corpus import vector_index
+from rag.indexing import fallback
 from rag.indexing.cleanup import cleanup_embeddings
 from rag.indexing.pipeline import index_documents, index_with_serving_models
 from rag.models import Chunk, IndexState, IndexStatus
@@ -40,9 +41,10 @@ FALLBACK, FALLBACK_DIMENSION = "fake-fallback", 384
 
 @dataclass
 class Remote:
-    """The remote model's server: `up` or not; the texts it was asked to embed."""
+    """The remote model's server: `up` or not, refusing texts with a `refused` word; how often it was asked."""
 
     up: bool = True
+    refused: str | None = None
     requests: int = 0
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -50,6 +52,8 @@ class Remote:
         if not self.up:
             return httpx.Response(503)
         texts = json.loads(request.content)["input"]
+        if self.refused and any(self.refused in text for text in texts):
+            return httpx.Response(400, json={"error": {"message": "input rejected"}})
         # Words hashed into 8 dimensions: texts sharing words point alike, as a real model's would.
         vectors = FakeEmbeddingProvider(model_id=REMOTE, dimension=REMOTE_DIMENSION).embed(texts)
         return httpx.Response(200, json={"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]})
@@ -217,6 +221,23 @@ def test_while_the_remote_is_still_down_the_pass_tries_one_batch_and_stops(
     assert reembed_fallback_task() == {"reembedded": 0, "failed": 2, "left": 2}
     assert remote.requests == before + 1, "one batch probed the remote"
     assert models_of(owls) == models_of(volcano) == {FALLBACK}
+
+
+def test_a_document_the_remote_keeps_refusing_goes_to_the_back_of_the_next_pass(
+    remote: Remote, cast: Cast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fallback, "REEMBED_BATCH", 1)
+    first, second = sorted(
+        (DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, text=f"Notes {n} on owls.") for n in (1, 2)),
+        key=lambda d: d.pk,
+    )
+    Document.objects.filter(pk=first.pk).update(text="Poison notes on owls.", version=first.version + 1)
+    remote.up = False
+    index_with_serving_models(document_ids=[first.pk, second.pk])
+    remote.up, remote.refused = True, "Poison"
+    reembed_fallback_task()  # the refused document is tried first and stops the pass
+    reembed_fallback_task()  # now it waits behind the other
+    assert (models_of(first), models_of(second)) == ({FALLBACK}, {REMOTE})
 
 
 def test_an_edit_indexed_by_the_remote_drops_the_fallbacks_chunks_in_its_swap(remote: Remote, cast: Cast, owls: Document) -> None:
