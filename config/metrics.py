@@ -8,16 +8,19 @@ type, and a scrape sums the files of every process. Without it a process serves 
 
 Gauges are not kept in processes at all (multiprocess mode would need a mode per gauge and a
 clean-up when a worker dies): what is a state rather than a count — documents per index state,
-tasks waiting in the queue — is read at scrape time by collectors the apps register
-(`register_scrape_collector`), so every scrape sees the database and broker as they are.
+tasks waiting in the queue — is read at scrape time by the collectors registered with
+`register_scrape_collector` (`BrokerCollector` by config.celery, the apps' own), so every scrape sees the database and broker as
+they are. The alert rules that read these metrics ship in deploy/prometheus/alerts.yml.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
@@ -31,7 +34,15 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from config.broker import queue_length
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+logger = logging.getLogger(__name__)
 
 # Request and search latencies: a search answers in tens of milliseconds, an answer in seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -74,6 +85,12 @@ PROVIDER_TOKENS = Counter(
     "cairn_provider_tokens_total",
     "Tokens the providers reported using (input and output), by model, when they report it (the local model does not).",
     ["model", "direction"],
+)
+
+TASKS = Counter(
+    "cairn_tasks_total",
+    "Celery tasks a worker finished, by task and outcome (Celery's state: success, failure, retry, ...).",
+    ["task", "outcome"],
 )
 
 KIND_EMBEDDING, KIND_LLM, KIND_RERANK, KIND_GRAPH_LLM = "embedding", "llm", "rerank", "graph_llm"
@@ -141,6 +158,34 @@ class MetricsMiddleware:
             HTTP_REQUEST_SECONDS.labels(request.method or "-", _endpoint(request), status_class(status)).observe(
                 time.perf_counter() - started
             )
+
+
+class BrokerCollector(Collector):
+    """`cairn_broker_up` and `cairn_queue_messages{queue}`, read from `app`'s broker at each scrape (nothing without one)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            return  # no broker: tasks run in-process and nothing waits
+        app = self.app
+        queue = app.conf.task_default_queue
+        up = GaugeMetricFamily("cairn_broker_up", "1 when the scrape reached the broker, else 0.")
+        try:
+            waiting = queue_length(app, queue)
+        except Exception as exc:  # a scrape reports the broker down, it never fails for it
+            logger.warning("metrics: cannot reach the broker to read queue %s: %s", queue, exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        messages = GaugeMetricFamily(
+            "cairn_queue_messages", "Tasks waiting in the broker's queue (indexing, imports, reconciliation).", labels=["queue"]
+        )
+        messages.add_metric([queue], waiting)
+        yield messages
 
 
 _scrape_collectors: list[Collector] = []

@@ -63,6 +63,8 @@ def queue_removal(sender, document_id, **kwargs) -> None:
 def create_vector_index(sender, using="default", **kwargs) -> None:
     if sender.name == "rag":
         ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)
+        if settings.RAG_EMBEDDING_FALLBACK_MODEL:
+            ensure_vector_index(settings.RAG_EMBEDDING_FALLBACK_MODEL, settings.RAG_EMBEDDING_FALLBACK_DIMENSION)
 
 
 @worker_ready.connect

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
+from rag.indexing.fallback import reembed_fallback_documents
 from rag.indexing.index_status import mark_pending, request_index
 from rag.indexing.jobs import job_record
 from rag.indexing.pipeline import index_with_serving_models, remove_document_chunks
@@ -84,6 +85,15 @@ def start_backfill(*, by: User | None = None) -> IndexJob | None:
     if start.needs_step:
         _next_backfill_step(str(start.job.pk))
     return start.job
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def reembed_fallback_task() -> dict:
+    """Embed again with the configured model what the fallback model embedded (beat, every RAG_EMBEDDING_FALLBACK_RETRY_INTERVAL)."""
+    if not settings.RAG_ENABLED:
+        return {}
+    result = reembed_fallback_documents()
+    return {"reembedded": result.reembedded, "failed": result.failed, "left": result.left}
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

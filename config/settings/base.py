@@ -292,6 +292,11 @@ RAG_INDEX_LEASE = _positive_int("RAG_INDEX_LEASE", CELERY_TASK_TIME_LIMIT)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
     "recover-index": {"task": "rag.tasks.recover_index_task", "schedule": _positive_int("RAG_RECOVER_INTERVAL", 60)},
+    # Documents the fallback model embedded while the configured one failed: embedded again once it answers.
+    "reembed-fallback": {
+        "task": "rag.tasks.reembed_fallback_task",
+        "schedule": _positive_int("RAG_EMBEDDING_FALLBACK_RETRY_INTERVAL", 300),
+    },
 }
 
 # `python -m config.serve` (make run): the embedded default's processes. The broker it starts when
@@ -323,6 +328,26 @@ if RAG_LOCAL_ENCODER not in {"onnx", "numpy"}:
     raise ImproperlyConfigured(f"RAG_LOCAL_ENCODER must be onnx or numpy, got {RAG_LOCAL_ENCODER!r}")
 # onnxruntime's intra-op threads per process, for queries and batches alike.
 RAG_LOCAL_ENCODER_THREADS = _positive_int("RAG_LOCAL_ENCODER_THREADS", _cpu_count())
+# When a remote embedding model fails (after its retries), indexing embeds with this one instead, kept
+# apart under its own model id and embedded again with the configured model once that is back
+# (rag.indexing.fallback). Unset (or empty): the local model when the configured one is remote, else none; "off": none.
+_fallback = env("RAG_EMBEDDING_FALLBACK_MODEL", default="").strip()
+if not _fallback:
+    _fallback = "all-MiniLM-L6-v2" if RAG_EMBEDDING_PROVIDER in {"litellm", "litellm_proxy"} else "off"
+RAG_EMBEDDING_FALLBACK_MODEL = "" if _fallback.lower() in {"off", "none", "false"} else _fallback
+RAG_EMBEDDING_FALLBACK_PROVIDER = env("RAG_EMBEDDING_FALLBACK_PROVIDER", default="local")
+if RAG_EMBEDDING_FALLBACK_PROVIDER not in {"local", "litellm", "litellm_proxy", "fake"}:
+    raise ImproperlyConfigured(
+        f"RAG_EMBEDDING_FALLBACK_PROVIDER must be local, litellm, litellm_proxy or fake, got {RAG_EMBEDDING_FALLBACK_PROVIDER!r}"
+    )
+RAG_EMBEDDING_FALLBACK_DIMENSION = _positive_int("RAG_EMBEDDING_FALLBACK_DIMENSION", 384)
+if RAG_EMBEDDING_FALLBACK_DIMENSION > 2000:
+    raise ImproperlyConfigured("RAG_EMBEDDING_FALLBACK_DIMENSION must be at most 2000 (pgvector HNSW limit)")
+if RAG_EMBEDDING_FALLBACK_MODEL == RAG_EMBEDDING_MODEL:
+    # One model id for two models' vectors would mix them in one index; the same model needs no fallback.
+    raise ImproperlyConfigured(
+        f"RAG_EMBEDDING_FALLBACK_MODEL names the configured model {RAG_EMBEDDING_MODEL!r}: name another one, or off"
+    )
 # Local MiniLM: relevant passages often score 0.3-0.6 cosine, so 0.7 would hide them.
 _DEFAULT_THRESHOLD = 0.25 if RAG_EMBEDDING_PROVIDER in {"local", "fake"} else 0.7
 RAG_SIMILARITY_THRESHOLD = _bounded_float("RAG_SIMILARITY_THRESHOLD", _DEFAULT_THRESHOLD, 0.0, 1.0)

@@ -33,7 +33,7 @@ from django.db.models.functions import Substr
 
 from documents.models import Document
 from permissions.models import User
-from rag.corpus.serving_model import serving_model
+from rag.corpus.serving_model import fallback_model, serving_model
 from rag.models import Chunk
 from rag.providers.minilm import get_local_tokenizer
 
@@ -197,6 +197,11 @@ class _Reach:
     high: int
 
 
+def _searched_models(user: User) -> list[str]:
+    fallback = fallback_model()
+    return [serving_model(user.team_id).model_id, *([fallback.model_id] if fallback else [])]
+
+
 def _reaches(user: User, passages: Sequence[Passage], neighbours: int) -> list[_Reach]:
     """For each cut passage, the span its neighbouring chunks of the same version and section cover."""
     cut = [p for p in passages if starts_mid_thought(p.text) or ends_mid_thought(p.text)]
@@ -210,8 +215,9 @@ def _reaches(user: User, passages: Sequence[Passage], neighbours: int) -> list[_
             chunk_index__range=(p.chunk_index - neighbours, p.chunk_index + neighbours),
         )
     rows = (
-        # The chunks of the model the team is searched with: during a model switch, the configured one may have none yet.
-        Chunk.objects.filter(near, model_id=serving_model(user.team_id).model_id, document__in=Document.objects.visible_to(user))
+        # The chunks of the model the team is searched with: during a model switch, the configured one may have none yet;
+        # and the fallback model's, whose chunks some documents have instead while the configured model fails.
+        Chunk.objects.filter(near, model_id__in=_searched_models(user), document__in=Document.objects.visible_to(user))
         .values_list("document_id", "chunk_index", "start_offset", "end_offset", "metadata__heading_path")
         .order_by()
     )

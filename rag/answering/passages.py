@@ -195,9 +195,13 @@ def retrieve(
     # Hybrid scores are ranks, not evidence: a passage's evidence is its cosine similarity to the question,
     # by the vector the search embedded and the model it ranked with.
     assert result.query_vector is not None and result.model is not None, "hybrid search embeds the query"
-    similarity = vector_similarities(
-        vector=result.query_vector, chunk_ids=[h.chunk_id for h in hits], model_id=result.model.model_id
-    )
+    chunk_ids = [h.chunk_id for h in hits]
+    similarity = vector_similarities(vector=result.query_vector, chunk_ids=chunk_ids, model_id=result.model.model_id)
+    if result.fallback_model is not None and result.fallback_vector is not None:
+        # Each model's query vector meets only its own chunks (the query reads them by model id).
+        similarity |= vector_similarities(
+            vector=result.fallback_vector, chunk_ids=chunk_ids, model_id=result.fallback_model.model_id
+        )
     passages = []
     for n, hit in enumerate((h for h in hits if h.chunk_id in similarity), start=1):
         assert hit.document_id is not None, "hits were kept above only when their document was loaded"

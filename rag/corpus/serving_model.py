@@ -4,6 +4,9 @@ Every ranking of one search (vector, keyword, graph) reads the chunks, postings 
 one model. It is the configured model (RAG_EMBEDDING_MODEL), except for a team whose documents the
 configured model does not cover yet: that team keeps its earlier model (rag.models.ServingModel)
 until the backfill has built the new one's chunks beside it (rag.indexing.backfill).
+
+The fallback model (RAG_EMBEDDING_FALLBACK_MODEL) embeds what the configured model failed on while it
+is down, under its own model id (rag.indexing.fallback); search ranks those chunks with that model.
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ class SearchModel:
 
 def configured_model() -> SearchModel:
     return SearchModel(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_PROVIDER, settings.RAG_EMBEDDING_DIMENSION)
+
+
+def fallback_model() -> SearchModel | None:
+    """The model indexing falls back to when the configured one fails; None when the fallback is off."""
+    if not settings.RAG_EMBEDDING_FALLBACK_MODEL:
+        return None
+    return SearchModel(
+        settings.RAG_EMBEDDING_FALLBACK_MODEL, settings.RAG_EMBEDDING_FALLBACK_PROVIDER, settings.RAG_EMBEDDING_FALLBACK_DIMENSION
+    )
 
 
 def serving_model(team_id: uuid.UUID | None) -> SearchModel:

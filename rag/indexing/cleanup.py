@@ -24,10 +24,12 @@ class CleanupReport:
 
 @transaction.atomic
 def cleanup_embeddings(*, dry_run: bool = False, keep_models: list[str] | None = None) -> CleanupReport:
-    """Delete chunks (with their keyword postings, sign bits and graph facts) of models neither configured, kept, nor searched by a team."""
+    """Delete chunks (with their keyword postings, sign bits and graph facts) of models neither configured (nor the fallback), kept, nor searched by a team."""
     serving = dict(ServingModel.objects.values("model_id").annotate(teams=Count("pk")).values_list("model_id", "teams"))
     still_serving = {model_id: teams for model_id, teams in serving.items() if model_id != settings.RAG_EMBEDDING_MODEL}
     keep = set(keep_models or []) | {settings.RAG_EMBEDDING_MODEL} | set(serving)
+    if settings.RAG_EMBEDDING_FALLBACK_MODEL:
+        keep.add(settings.RAG_EMBEDDING_FALLBACK_MODEL)  # what it embedded during an outage waits to be embedded again
     obsolete = Chunk.objects.exclude(model_id__in=keep)
     per_model = dict(obsolete.order_by().values("model_id").annotate(n=Count("pk")).values_list("model_id", "n"))
     orphans = Chunk.objects.filter(document__deleted_at__isnull=False)

@@ -7,29 +7,27 @@ a viewer (`index_coverage`, rag.status), for an import waiting on its documents
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from config.celery import app as celery_app
 from documents.models import Document
 from permissions.models import User
-from rag.corpus.serving_model import configured_model, serving_model
+from rag.corpus.serving_model import configured_model, fallback_model, serving_model
 from rag.indexing.model_switch import Coverage, coverage
 from rag.models import Chunk, IndexState, IndexStatus
-
-logger = logging.getLogger(__name__)
 
 # Rapid edits coalesce: while a queued task has not started, further saves queue nothing. A
 # status left pending longer than this (a lost message) no longer holds new requests back.
 COALESCE_SECONDS = 300
+# Indexing started or asked for, not finished.
+WAITING = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
 
 
 def set_state(document_ids: Iterable, model_id: str, state: str, **fields) -> None:
@@ -123,15 +121,29 @@ def index_state_counts(model_id: str) -> dict[str, int]:
     return counts
 
 
-def queue_length(queue: str) -> int:
-    """Messages waiting in the broker's `queue` (kombu counts Redis' priority sub-queues too); raises if it is unreachable."""
-    with celery_app.connection_for_read() as connection:
-        connection.ensure_connection(max_retries=0, timeout=2)
-        return connection.default_channel.queue_declare(queue=queue, passive=True).message_count
+def oldest_waiting_seconds(model_id: str) -> float:
+    """Seconds since the longest-waiting unfinished indexing of `model_id` (pending, chunking, embedding) last moved; 0 when none waits."""
+    oldest = (
+        IndexStatus.objects.filter(model_id=model_id, state__in=WAITING, document__deleted_at__isnull=True)
+        .order_by()
+        .aggregate(oldest=Min("updated_at"))["oldest"]
+    )
+    return max(0.0, (timezone.now() - oldest).total_seconds()) if oldest else 0.0
+
+
+def fallback_document_count() -> int:
+    """Live documents the fallback model has indexed, waiting to be embedded again by the configured one."""
+    model = fallback_model()
+    if model is None:
+        return 0
+    return IndexStatus.objects.filter(
+        model_id=model.model_id, state=IndexState.INDEXED, document__deleted_at__isnull=True
+    ).count()
 
 
 class IndexCollector(Collector):
-    """`cairn_index_documents{model,state}`, `cairn_queue_messages{queue}` and `cairn_broker_up`, computed at each scrape."""
+    """`cairn_index_documents{model,state}`, `cairn_index_oldest_waiting_seconds{model}` and
+    `cairn_index_fallback_documents`, computed at each scrape."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         model_id = settings.RAG_EMBEDDING_MODEL
@@ -143,21 +155,15 @@ class IndexCollector(Collector):
         for state, count in index_state_counts(model_id).items():
             documents.add_metric([model_id, state], count)
         yield documents
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            return  # no broker: tasks run in-process and nothing waits
-        queue = celery_app.conf.task_default_queue
-        up = GaugeMetricFamily("cairn_broker_up", "1 when the scrape could read the broker's queue, else 0.")
-        try:
-            waiting = queue_length(queue)
-        except Exception as exc:  # a scrape reports the broker down, it never fails for it
-            logger.warning("metrics: cannot read the length of queue %s: %s", queue, exc)
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        yield up
-        messages = GaugeMetricFamily(
-            "cairn_queue_messages", "Tasks waiting in the broker's queue (indexing, imports, reconciliation).", labels=["queue"]
+        oldest = GaugeMetricFamily(
+            "cairn_index_oldest_waiting_seconds",
+            "Seconds the longest-waiting unfinished indexing (pending, chunking, embedding) of the configured model has not moved; 0 when none waits.",
+            labels=["model"],
         )
-        messages.add_metric([queue], waiting)
-        yield messages
+        oldest.add_metric([model_id], oldest_waiting_seconds(model_id))
+        yield oldest
+        yield GaugeMetricFamily(
+            "cairn_index_fallback_documents",
+            "Documents the fallback embedding model indexed while the configured one failed, not yet embedded again by it.",
+            value=fallback_document_count(),
+        )

@@ -1,4 +1,11 @@
-"""Indexing services: chunk, embed what is new, swap a document's chunks in one transaction."""
+"""Indexing services: chunk, embed what is new, swap a document's chunks in one transaction.
+
+When the configured model fails on a batch (after its provider's retries), documents of teams
+searched with it are embedded by the fallback model instead (RAG_EMBEDDING_FALLBACK_MODEL), under that
+model's id: its vectors never meet the configured model's. The configured model's status stays failed,
+so reconciliation and rag.indexing.fallback embed them again once it answers; that swap drops the
+fallback's chunks in the same transaction, so a document's current version has one model's chunks.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.expressions import RawSQL
@@ -17,6 +25,7 @@ from django.db.models.expressions import RawSQL
 from config.metrics import KIND_EMBEDDING, provider_call
 from documents.models import Document
 from rag.corpus.cache_token import team_changed
+from rag.corpus.serving_model import fallback_model
 from rag.corpus.vector_index import ensure_vector_index
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
 from rag.indexing.graph_extraction import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
@@ -47,11 +56,14 @@ class IndexResult:
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
     chunks: int = 0
     embedded: int = 0
+    # The configured model failed on these; the fallback model embedded them (not in `failed`).
+    fallback: list[uuid.UUID] = field(default_factory=list)
 
     def merge(self, other: IndexResult) -> None:
         self.indexed += other.indexed
         self.skipped += other.skipped
         self.failed.update(other.failed)
+        self.fallback += other.fallback
         self.chunks += other.chunks
         self.embedded += other.embedded
 
@@ -79,18 +91,27 @@ def chunk_document(document: Document, provider: EmbeddingProvider) -> list[Text
     )
 
 
-def index_documents(*, document_ids: list, force: bool = False, provider: EmbeddingProvider | None = None) -> IndexResult:
+def index_documents(
+    *, document_ids: list, force: bool = False, provider: EmbeddingProvider | None = None, fallback: bool = False
+) -> IndexResult:
     """Bring each document's chunks for the configured model (or `provider`'s) to its current version.
 
     Documents are embedded together, so the model sees full batches; each document's
     chunks are then swapped in its own transaction, guarded by its version. After the configured
     model's batch, a team indexed for the first time is searched with it from then on, and teams
     still searched with an earlier model switch once it covers them (rag.indexing.model_switch).
+    With `fallback`, what the configured model fails on is embedded by the fallback model, if one is set.
     """
     provider = provider or get_embedding_provider()
     result = _index_for(provider, document_ids=document_ids, force=force)
     if provider.model_id == settings.RAG_EMBEDDING_MODEL:
-        teams = set(Document.objects.filter(pk__in=result.indexed + result.skipped).values_list("team_id", flat=True))
+        if result.skipped:
+            # Already current with the configured model: a fallback's chunks written meanwhile go.
+            drop_fallback_chunks(document_ids=result.skipped)
+        if fallback and result.failed:
+            _fall_back(result)
+        done = result.indexed + result.skipped + result.fallback
+        teams = set(Document.objects.filter(pk__in=done).values_list("team_id", flat=True))
         if teams:
             record_first_model(teams)
             switch_covered_teams(team_ids=teams)
@@ -107,7 +128,50 @@ def index_with_serving_models(*, document_ids: list, force: bool = False) -> Ind
     for model, ids in serving_models_of(document_ids).items():
         # `force` is for the configured model (a requested reindex); the earlier one only follows versions.
         index_documents(document_ids=ids, provider=model.embedder())
-    return index_documents(document_ids=document_ids, force=force)
+    return index_documents(document_ids=document_ids, force=force, fallback=True)
+
+
+def _fall_back(result: IndexResult) -> None:
+    """Embed with the fallback model what the configured model failed on, moving those documents from `failed` to `fallback`.
+
+    Only documents of teams searched with the configured model: a team still on an earlier model
+    (a model switch) is searched with that model's chunks, which its documents keep.
+    """
+    model = fallback_model()
+    if model is None:
+        return
+    behind = {pk for ids in serving_models_of(list(result.failed)).values() for pk in ids}
+    ids = [pk for pk in result.failed if pk not in behind]
+    if not ids:
+        return
+    try:
+        provider = model.embedder()
+    except (ImproperlyConfigured, ImportError, OSError) as exc:
+        logger.error("the fallback embedding model %s cannot be loaded: %s", model.model_id, exc)
+        return
+    rescued = _index_for(provider, document_ids=ids, force=False)
+    errors: dict[str, list[uuid.UUID]] = {}
+    for pk in rescued.indexed + rescued.skipped:
+        errors.setdefault(result.failed.pop(pk), []).append(pk)
+        result.fallback.append(pk)
+    for error, same in errors.items():
+        note = f"{error[:1500]} (embedded with the fallback model {model.model_id} until {settings.RAG_EMBEDDING_MODEL} answers)"
+        IndexStatus.objects.filter(document_id__in=same, model_id=settings.RAG_EMBEDDING_MODEL).update(error=note)
+    if result.fallback:
+        logger.warning(
+            "%s failed: %d document(s) embedded with the fallback model %s instead",
+            settings.RAG_EMBEDDING_MODEL,
+            len(result.fallback),
+            model.model_id,
+        )
+
+
+def drop_fallback_chunks(*, document_ids: list) -> None:
+    """Delete the fallback model's chunks and statuses of these documents (the configured model's are current)."""
+    model = fallback_model()
+    if model is not None:
+        Chunk.objects.filter(document_id__in=document_ids, model_id=model.model_id).delete()
+        IndexStatus.objects.filter(document_id__in=document_ids, model_id=model.model_id).delete()
 
 
 @dataclass(frozen=True)
@@ -265,6 +329,9 @@ def swap_chunks(
         chunk_count=each(lambda _, chunks: len(chunks)),
         error="",
     )
+    if model_id == settings.RAG_EMBEDDING_MODEL:
+        # In the swap's transaction: a search sees the fallback's chunks of a document or the configured model's, never both.
+        drop_fallback_chunks(document_ids=ids)
     for team_id in {document.team_id for document, _, _ in fresh}:
         team_changed(team_id)  # what the team can retrieve has changed: no cached answer may outlive it
     write_postings(document_ids=ids, model_id=model_id)

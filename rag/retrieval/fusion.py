@@ -1,4 +1,5 @@
-"""Fusion of rankings, pure functions: score-aware (a weighted mean of relevances), and spreading a page over documents."""
+"""Fusion of rankings, pure functions: score-aware (a weighted mean of relevances), spreading a page over documents,
+and interleaving pages of different models."""
 
 from __future__ import annotations
 
@@ -60,3 +61,18 @@ def spread_documents(
         taken[document] = taken.get(document, 0) + 1
         (first if taken[document] <= per_document else later).append(item)
     return first + later
+
+
+_Item = TypeVar("_Item")
+
+
+def interleave(pages: Sequence[Sequence[_Item]]) -> list[_Item]:
+    """Pages ranked by different embedding models, merged by rank: the first of each page, then the second of each, ...
+
+    Each model scores on its own scale (the cosines of two models say nothing of each other), so
+    only the ranks are compared; at equal rank the earlier page comes first.
+    """
+    merged: list[_Item] = []
+    for rank in range(max((len(page) for page in pages), default=0)):
+        merged.extend(page[rank] for page in pages if rank < len(page))
+    return merged

@@ -72,10 +72,14 @@ class SearchResult:
     hits: list[Hit]
     documents: dict[uuid.UUID, Document]
     latency: dict[str, float] = field(default_factory=dict)
-    # The embedding model every ranking read (the team's serving model).
+    # The embedding model the rankings read (the team's serving model).
     model: SearchModel | None = None
     # The query's embedding, when a vector ranking ran (vector and hybrid): answers weigh passages by it.
     query_vector: list[float] | None = None
+    # The fallback model, when some hits are of documents only it has embedded, and the query by it: a
+    # hit's chunk is of one model or the other, and is weighed by that model's query vector only.
+    fallback_model: SearchModel | None = None
+    fallback_vector: list[float] | None = None
 
     @property
     def total_ms(self) -> float:

@@ -3,6 +3,10 @@
 The access policy is compiled once (visibility.SearchScope) and sits inside every ranking query,
 so ranking starts from the viewer's visible documents and a page is full whenever enough
 visible matches exist.
+
+Every ranking reads one embedding model's chunks with a query embedded by that model. Documents the
+fallback model embedded while the configured one failed (rag.indexing.fallback) are ranked in a
+second pass with the fallback model, and the two pages are interleaved by rank (fusion.interleave).
 """
 
 from __future__ import annotations
@@ -22,11 +26,11 @@ from config.metrics import record_search
 from documents.models import Document
 from documents.selectors import collection_get, document_get
 from permissions.models import User
-from rag.corpus.serving_model import SearchModel, serving_model
+from rag.corpus.serving_model import SearchModel, fallback_model, serving_model
 from rag.models import Chunk
 from rag.retrieval.concurrency import can_overlap, run_in_background
 from rag.retrieval.explain import explain_hits
-from rag.retrieval.fusion import relevance_fusion, spread_documents
+from rag.retrieval.fusion import interleave, relevance_fusion, spread_documents
 from rag.retrieval.graph_ranking import QuestionGraph, graph_ranking, question_graph
 from rag.retrieval.hits import Hit, RankedChunk, SearchResult
 from rag.retrieval.keyword import KeywordRanking, keyword_ranking, keyword_relevances
@@ -86,6 +90,15 @@ class _Fused:
 
 
 @dataclass(frozen=True)
+class _Page:
+    """One model's page: its hits, best first, and the query's embedding by that model (vector and hybrid)."""
+
+    model: SearchModel
+    hits: list[Hit]
+    vector: list[float]
+
+
+@dataclass(frozen=True)
 class _Search:
     """One search's fixed inputs, shared by its steps."""
 
@@ -137,44 +150,78 @@ def search(
         collection_get(user=user, collection_id=collection_id)
     if document_id is not None:
         document_get(user=user, document_id=document_id, include_archived=False)
-    model = _indexed_model(user)
+    models = _indexed_models(user)
     lap = _Laps()
-    # The policy compiled once, and the scope's size counted once, for every ranking below.
+    # The policy compiled once, and the scope's size counted once per model, for every ranking below.
     scope = search_scope(user=user, collection_id=collection_id, document_id=document_id, tags=tags)
-    stats = scope_index_stats(scope, model_id=model.model_id)
+
+    def run_for(model: SearchModel) -> _Search:
+        return _Search(
+            query=query,
+            mode=mode,
+            limit=limit,
+            depth=limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit),
+            threshold=settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold,
+            # (vector, keyword, graph); two given weights leave the graph at the configured one.
+            weights=(*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS,
+            model=model,
+            scope=scope,
+            stats=scope_index_stats(scope, model_id=model.model_id),
+            document_id=document_id,
+        )
+
+    run = run_for(models[0])
     lap("scope_ms")
-    run = _Search(
-        query=query,
-        mode=mode,
-        limit=limit,
-        depth=limit if mode != "hybrid" else max(HYBRID_CANDIDATES, 2 * limit),
-        threshold=settings.RAG_SIMILARITY_THRESHOLD if threshold is None else threshold,
-        # (vector, keyword, graph); two given weights leave the graph at the configured one.
-        weights=(*weights, settings.RAG_HYBRID_WEIGHTS[2])[:3] if weights else settings.RAG_HYBRID_WEIGHTS,
-        model=model,
-        scope=scope,
-        stats=stats,
-        document_id=document_id,
+    page = _page(run, lap, explain=explain)
+    hits, fallback = page.hits, None
+    if len(models) > 1:
+        fallback = _fallback_page(run_for(models[1]), explain=explain)
+        lap("fallback_ms")
+        if fallback is not None:
+            hits = interleave([page.hits, fallback.hits])[:limit]
+    documents = _load(hits, scope)
+    lap("load_ms")
+    result = SearchResult(
+        hits=hits,
+        documents=documents,
+        latency=lap.latency,
+        model=page.model,
+        query_vector=page.vector or None,
+        fallback_model=fallback.model if fallback else None,
+        fallback_vector=(fallback.vector or None) if fallback else None,
     )
+    record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
+    return result
+
+
+def _page(run: _Search, lap: _Laps, *, explain: bool) -> _Page:
+    """One model's rankings for the mode, fused in hybrid: its best `limit` hits."""
     rankings = _first_rankings(run, lap)
-    if mode == "vector":
+    if run.mode == "vector":
         fused = _Fused(hits=rankings.vector_hits, ranked_by={"vector": rankings.vector_hits})
-    elif mode == "keyword":
+    elif run.mode == "keyword":
         fused = _Fused(hits=rankings.keyword.hits, ranked_by={"keyword": rankings.keyword.hits})
-    elif mode == "graph":
-        graph_hits = graph_ranking(scope=scope, query=query, model_id=model.model_id, limit=limit, scope_chunks=stats.chunks).hits
+    elif run.mode == "graph":
+        graph_hits = graph_ranking(
+            scope=run.scope, query=run.query, model_id=run.model.model_id, limit=run.limit, scope_chunks=run.stats.chunks
+        ).hits
         fused = _Fused(hits=graph_hits, ranked_by={"graph": graph_hits})
         lap("graph_ms")
     else:
         fused = _hybrid(run, rankings, lap)
-    hits = fused.hits[:limit]
+    hits = fused.hits[: run.limit]
     if explain:
         explain_hits(hits, fused.ranked_by, weights=fused.weights, relevances=fused.relevances)
-    documents = _load(hits, scope)
-    lap("load_ms")
-    result = SearchResult(hits=hits, documents=documents, latency=lap.latency, model=model, query_vector=rankings.vector or None)
-    record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
-    return result
+    return _Page(model=run.model, hits=hits, vector=rankings.vector)
+
+
+def _fallback_page(run: _Search, *, explain: bool) -> _Page | None:
+    """The fallback model's page (its own stages are not timed apart); None when it cannot embed the query."""
+    try:
+        return _page(run, _Laps(), explain=explain)
+    except EmbeddingUnavailable:
+        logger.warning("rag.search without the fallback model's documents: %s cannot embed the query", run.model.model_id)
+        return None
 
 
 @dataclass(frozen=True)
@@ -227,14 +274,23 @@ def search_request(
     return SearchOutcome(ranked=ranked, limit=limit, degraded=degraded)
 
 
-def _indexed_model(user: User) -> SearchModel:
-    """The team's serving model (the one before a model change, until the new model's chunks cover the team); every
-    ranking reads its chunks. NoEmbeddings when the team has none of it."""
+def _indexed_models(user: User) -> list[SearchModel]:
+    """The models whose chunks the team's search ranks: its serving model (the one before a model change, until the
+    new model's chunks cover the team), then the fallback model while some documents have only its chunks.
+    NoEmbeddings when the team has chunks of neither."""
     model = serving_model(user.team_id)
     # A user without a team (an operator) has nothing indexed, as a team without chunks.
-    if user.team_id is None or not Chunk.objects.filter(team_id=user.team_id, model_id=model.model_id).exists():
+    if user.team_id is None:
         raise NoEmbeddings(f"Nothing is indexed for this team with {model.model_id} yet.")
-    return model
+    candidates = [model]
+    fallback = fallback_model()
+    # A team still on an earlier model keeps that model's chunks of every document: the fallback never indexes for it.
+    if fallback is not None and model.model_id == settings.RAG_EMBEDDING_MODEL:
+        candidates.append(fallback)
+    models = [m for m in candidates if Chunk.objects.filter(team_id=user.team_id, model_id=m.model_id).exists()]
+    if not models:
+        raise NoEmbeddings(f"Nothing is indexed for this team with {model.model_id} yet.")
+    return models
 
 
 def _first_rankings(run: _Search, lap: _Laps) -> _Rankings:

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +178,46 @@ def test_a_json_log_line_carries_the_exception() -> None:
 
         record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
     assert "ValueError: boom" in json.loads(JsonFormatter().format(record))["exception"]
+
+
+@pytest.fixture
+def unreachable_broker(settings: Settings, tmp_path: Path) -> Iterator[None]:
+    """The app pointed at a Redis socket nobody listens on."""
+    from config.celery import app
+
+    previous = (app.conf.broker_url, app.conf.task_always_eager)
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    app.conf.update(broker_url=f"redis+socket://{tmp_path / 'nobody.sock'}", task_always_eager=False)
+    app._pool = None
+    yield
+    app.conf.update(broker_url=previous[0], task_always_eager=previous[1])
+    app._pool = None
+
+
+@pytest.mark.django_db
+def test_an_unreachable_broker_is_reported_down_and_the_scrape_still_answers(
+    open_metrics: None, unreachable_broker: None, client: Client
+) -> None:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    values = samples(response.content.decode())
+    assert values[("cairn_broker_up", frozenset())] == 0
+    assert not [key for key in values if key[0] == "cairn_queue_messages"], "no queue length is known"
+
+
+@pytest.mark.django_db
+def test_the_longest_wait_for_indexing_is_exported(open_metrics: None, client: Client, cast: Cast) -> None:
+    from django.utils import timezone
+
+    from rag.models import IndexState, IndexStatus
+    from tests.factories import DocumentFactory
+
+    key = ("cairn_index_oldest_waiting_seconds", frozenset({"model": "fake-embedding"}.items()))
+    assert samples(client.get("/metrics").content.decode())[key] == 0, "nothing waits"
+    document = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text="Owls hunt.")
+    IndexStatus.objects.update_or_create(
+        document=document,
+        model_id="fake-embedding",
+        defaults={"state": IndexState.PENDING, "updated_at": timezone.now() - timedelta(hours=1)},
+    )
+    assert samples(client.get("/metrics").content.decode())[key] >= 3600

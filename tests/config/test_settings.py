@@ -92,6 +92,8 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
         ("RAG_GRAPH_LLM_MAX_CALLS", "-1", "RAG_GRAPH_LLM_MAX_CALLS must be at least 0"),
         ("RAG_LOCAL_ENCODER", "torch", "RAG_LOCAL_ENCODER must be onnx or numpy, got 'torch'"),
         ("RAG_LOCAL_ENCODER_THREADS", "0", "RAG_LOCAL_ENCODER_THREADS must be at least 1"),
+        ("RAG_EMBEDDING_FALLBACK_PROVIDER", "torch", "RAG_EMBEDDING_FALLBACK_PROVIDER must be local, litellm"),
+        ("RAG_EMBEDDING_FALLBACK_MODEL", "all-MiniLM-L6-v2", "RAG_EMBEDDING_FALLBACK_MODEL names the configured model"),
     ],
 )
 @pytest.mark.parametrize("module", ["config.settings.local", "config.settings.test"])
@@ -145,3 +147,29 @@ def test_the_fake_provider_delays_default_to_zero(tmp_path: Path) -> None:
         unset=("RAG_FAKE_EMBED_DELAY", "RAG_FAKE_LLM_DELAY"),
     )
     assert result.stdout.split() == ["0.0", "0.0"]
+
+
+FALLBACK_SCRIPT = "import importlib, sys; print(repr(importlib.import_module(sys.argv[1]).RAG_EMBEDDING_FALLBACK_MODEL))"
+
+
+@pytest.mark.parametrize(
+    ("env", "fallback"),
+    [
+        ({"RAG_EMBEDDING_PROVIDER": "litellm_proxy", "RAG_EMBEDDING_MODEL": "text-embedding-3-small"}, "all-MiniLM-L6-v2"),
+        ({"RAG_EMBEDDING_PROVIDER": "litellm", "RAG_EMBEDDING_MODEL": "text-embedding-3-small"}, "all-MiniLM-L6-v2"),
+        ({"RAG_EMBEDDING_PROVIDER": "local", "RAG_EMBEDDING_MODEL": "all-MiniLM-L6-v2"}, ""),
+        ({"RAG_EMBEDDING_PROVIDER": "litellm", "RAG_EMBEDDING_MODEL": "x", "RAG_EMBEDDING_FALLBACK_MODEL": "off"}, ""),
+        ({"RAG_EMBEDDING_PROVIDER": "litellm", "RAG_EMBEDDING_MODEL": "x", "RAG_EMBEDDING_FALLBACK_MODEL": "none"}, ""),
+        ({"RAG_EMBEDDING_PROVIDER": "litellm", "RAG_EMBEDDING_MODEL": "x", "RAG_EMBEDDING_FALLBACK_MODEL": "other"}, "other"),
+    ],
+)
+def test_the_fallback_model_is_the_local_one_behind_a_remote_model_unless_named_or_off(
+    env: dict[str, str], fallback: str, tmp_path: Path
+) -> None:
+    result = run_python(
+        FALLBACK_SCRIPT,
+        args=("config.settings.local",),
+        env=embedded_env(tmp_path / "pg", **env),
+        unset=("RAG_EMBEDDING_FALLBACK_MODEL",) if "RAG_EMBEDDING_FALLBACK_MODEL" not in env else (),
+    )
+    assert result.stdout.strip() == repr(fallback), result.stderr

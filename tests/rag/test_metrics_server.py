@@ -14,6 +14,7 @@ from permissions.models import TokenScope
 from permissions.services import api_token_create
 from rag.indexing.pipeline import index_documents
 from rag.models import IndexState, IndexStatus
+from tests.config.test_alert_rules import alert_rules, metric_names
 from tests.factories import DocumentFactory
 from tests.rag.indexing.test_worker import broker, wait_until, worker_factory  # noqa: F401  (fixtures)
 from tests.rag.texts import OWLS, VOLCANO
@@ -64,7 +65,15 @@ def scrape(server: GunicornServer) -> Samples:
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
+    """A counter's value: one never incremented has no series yet, which is 0."""
     return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def gauge(samples: Samples, name: str, **labels: str) -> float:
+    """A gauge's value: a gauge read at scrape time is always exported, so a missing series is a failure, not a 0."""
+    key = (name, frozenset(labels.items()))
+    assert key in samples, f"{name}{labels} is missing from the scrape"
+    return samples[key]
 
 
 def pids_writing(metrics_dir: Path) -> set[str]:
@@ -95,20 +104,57 @@ def test_a_scrape_counts_the_queue_and_the_celery_workers_embeddings(cast, serve
         ids.append(response.json()["data"]["id"])
 
     waiting = scrape(server)
-    assert value(waiting, "cairn_broker_up") == 1
-    assert value(waiting, "cairn_queue_messages", queue="celery") == 3, "one index task per document, none consumed yet"
-    assert value(waiting, "cairn_index_documents", model="fake-embedding", state="pending") == 3
+    assert gauge(waiting, "cairn_broker_up") == 1
+    assert gauge(waiting, "cairn_queue_messages", queue="celery") == 3, "one index task per document, none consumed yet"
+    assert gauge(waiting, "cairn_index_documents", model="fake-embedding", state="pending") == 3
     assert value(waiting, "cairn_provider_calls_total", kind="embedding", model="fake-embedding", outcome="ok") == 0
 
     worker_factory(PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)).start()
     wait_until(lambda: indexed(ids), 60, "the worker did not index the documents")
-    wait_until(lambda: value(scrape(server), "cairn_queue_messages", queue="celery") == 0, 30, "the queue did not drain")
+    wait_until(
+        lambda: scrape(server).get(("cairn_queue_messages", frozenset({("queue", "celery")}))) == 0, 30, "the queue did not drain"
+    )
     done = scrape(server)
-    assert value(done, "cairn_index_documents", model="fake-embedding", state="indexed") == 3
+    assert gauge(done, "cairn_broker_up") == 1, "an emptied queue is no broker down"
+    assert gauge(done, "cairn_index_documents", model="fake-embedding", state="indexed") == 3
     # The web processes embedded nothing (no search yet): these calls are the Celery worker's, summed into the web's scrape.
     assert value(done, "cairn_provider_calls_total", kind="embedding", model="fake-embedding", outcome="ok") >= 1
     assert value(done, "cairn_provider_tokens_total", model="fake-embedding", direction="input") > 0
     assert len(pids_writing(metrics_dir)) >= 2, "the worker's and a web process's files"
+
+
+def test_an_idle_broker_is_up_and_its_empty_queue_counts_zero(server):
+    idle = scrape(server)  # the broker fixture emptied Redis: the queue's key does not exist
+    assert gauge(idle, "cairn_broker_up") == 1
+    assert gauge(idle, "cairn_queue_messages", queue="celery") == 0
+
+
+# Prometheus' own series about each scrape, not /metrics'.
+PROMETHEUS_SERIES = {"up"}
+
+
+def exported_names(server: GunicornServer) -> set[str]:
+    """Every series name a scrape exports (a histogram's _bucket, _count and _sum, a counter's _total)."""
+    response = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10)
+    return {sample.name for family in text_string_to_metric_families(response.text) for sample in family.samples}
+
+
+def test_the_alert_rules_read_only_metrics_a_scrape_exports(cast, server, worker_factory, metrics_dir):  # noqa: F811
+    token = api_token_create(user=cast.alice, scope=TokenScope.WRITE).plaintext
+    response = httpx.post(
+        f"{server.url}/api/documents.create",
+        json={"title": "Owls", "text": "# Owls\n\nOwls hunt at night.", "collectionId": str(cast.handbook.id), "publish": True},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    # A worker's task and embedding, so the series its processes write exist too.
+    worker_factory(PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)).start()
+    wait_until(lambda: indexed([response.json()["data"]["id"]]), 60, "the worker did not index the document")
+    wait_until(lambda: "cairn_tasks_total" in exported_names(server), 30, "the worker's finished task was not counted")
+    exported = exported_names(server) | PROMETHEUS_SERIES
+    for rule in alert_rules():
+        assert metric_names(rule["expr"]) <= exported, f"{rule['alert']} reads {metric_names(rule['expr']) - exported}"
 
 
 def search(server: GunicornServer, token: str, body: dict, request_id: str | None = None) -> httpx.Response:

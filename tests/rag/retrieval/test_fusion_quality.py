@@ -9,7 +9,7 @@ import pytest
 
 from rag.indexing.pipeline import index_documents
 from rag.providers.embeddings import reset_provider_cache
-from rag.retrieval.fusion import relevance_fusion, spread_documents
+from rag.retrieval.fusion import interleave, relevance_fusion, spread_documents
 from rag.retrieval.search import search
 from tests.factories import DocumentFactory
 
@@ -84,6 +84,12 @@ def test_spread_documents_keeps_order_but_caps_each_document_before_the_rest():
     ranked = [("a1", 0.9), ("a2", 0.8), ("a3", 0.7), ("b1", 0.6), ("a4", 0.5), ("c1", 0.4)]
     document_of = {item: item[0] for item, _ in ranked}
     assert spread_documents(ranked, document_of, per_document=2) == ["a1", "a2", "b1", "c1", "a3", "a4"]
+
+
+def test_pages_of_two_models_interleave_by_rank_the_first_page_first_at_each_rank():
+    assert interleave([["a1", "a2", "a3"], ["b1"]]) == ["a1", "b1", "a2", "a3"]
+    assert interleave([[], ["b1", "b2"]]) == ["b1", "b2"]
+    assert interleave([]) == []
 
 
 def test_a_documents_further_chunks_yield_to_another_documents_nearly_as_good_one():
