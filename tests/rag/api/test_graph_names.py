@@ -81,8 +81,11 @@ def shown(user: User, api: Api) -> dict[str, Any]:
         detail = api.post("graph.entity", {"id": entity["id"], "limit": 100})
         assert detail.status_code == 200, detail.json()
         details.append(detail.json())
-    mcp_list = tools.call("find_entities", user=user, arguments={"query": "", "limit": 100})
-    mcp_details = [tools.call("get_entity", user=user, arguments={"id": e["id"], "limit": 100}) for e in entities["data"]]
+    mcp_list = tools.call("find_entities", caller=tools.Caller(user=user, can_write=False), arguments={"query": "", "limit": 100})
+    mcp_details = [
+        tools.call("get_entity", caller=tools.Caller(user=user, can_write=False), arguments={"id": e["id"], "limit": 100})
+        for e in entities["data"]
+    ]
     return {
         "graph.entities": keyed(entities),
         "graph.entity": keyed(details),
@@ -188,5 +191,5 @@ def test_an_oddly_cased_guess_reads_back_in_its_own_spelling_whatever_else_exist
     (guessed,) = api.post("graph.entities", {"query": "guess"}).json()["data"]
     neighbours = api.post("graph.entity", {"id": guessed["id"]}).json()["data"]["neighbours"]
     assert {n["entity"]["name"] for n in neighbours} == {"PRoject NightJAR"}
-    mcp = tools.call("find_entities", user=cast.bob, arguments={"query": "nightjar"})
+    mcp = tools.call("find_entities", caller=tools.Caller(user=cast.bob, can_write=False), arguments={"query": "nightjar"})
     assert [e["name"] for e in mcp["data"]] == ["PRoject NightJAR"]
