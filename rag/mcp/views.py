@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextvars
+import json
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
+from mcp.types import PARSE_ERROR
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 from starlette.types import Scope
@@ -35,6 +37,17 @@ def asgi_scope(request: HttpRequest) -> Scope:
     }
 
 
+def nested_too_deeply(body: bytes) -> bool:
+    """Whether parsing `body` as JSON runs out of recursion; any other malformed body is the transport's to answer."""
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        pass
+    return False
+
+
 @extend_schema(exclude=True)  # not an RPC endpoint: agents list its tools through the protocol itself
 class McpApi(APIView):
     """The MCP endpoint (streamable HTTP, stateless, JSON responses).
@@ -56,6 +69,11 @@ class McpApi(APIView):
         return super().perform_content_negotiation(request, force=True)
 
     def post(self, request: AuthenticatedRequest) -> HttpResponse:
+        # The transport's json.loads recurses once per level and answers its RecursionError with a 500;
+        # parsing once more here (a small body's cost is microseconds) turns it into the protocol's parse error.
+        if nested_too_deeply(request.body):
+            error = {"code": PARSE_ERROR, "message": "Parse error: the message is nested too deeply."}
+            return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
         scope = {**asgi_scope(request._request), USER: request.user, CONTEXT: contextvars.copy_context()}
         exchange = runtime().exchange(scope, request.body, timeout=settings.WEB_TIMEOUT)
         return HttpResponse(bytes(exchange.content), status=exchange.status, headers=dict(exchange.headers))
