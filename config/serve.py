@@ -231,7 +231,6 @@ def main(argv: list[str] | None = None) -> int:
                     "--config=python:config.gunicorn",
                     f"--bind={args.bind}",
                     f"--workers={settings.WEB_WORKERS}",
-                    "--worker-class=gthread",
                     f"--threads={settings.WEB_THREADS}",
                     f"--timeout={settings.WEB_TIMEOUT}",
                     "--graceful-timeout=15",
