@@ -179,8 +179,8 @@ warnings.filterwarnings("ignore", message="No directory at: ")
 # Request size limits: documents are markdown, 2 MB of JSON is plenty and bounds memory.
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
 DOCUMENT_MAX_TEXT_LENGTH = _positive_int("DOCUMENT_MAX_TEXT_LENGTH", 1_000_000)
-# Sign-in at /login: after this many wrong passwords for one name from one address (four times as many
-# from one address), sign-in is refused for LOGIN_LOCKOUT_SECONDS.
+# Sign-in at /login: after this many wrong passwords for one name from one address, sign-in with that
+# name from that address is refused for LOGIN_LOCKOUT_SECONDS (permissions.pages).
 LOGIN_MAX_FAILURES = _positive_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_LOCKOUT_SECONDS = _positive_int("LOGIN_LOCKOUT_SECONDS", 900)
 # API tokens may live at most this many days (apiKeys.create, create_token --expires-in-days).
@@ -238,6 +238,10 @@ REST_FRAMEWORK = {
         "rag": env("API_THROTTLE_RAG", default="120/min"),
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The proxies in front of Cairn that each append the address they were reached from to X-Forwarded-For.
+    # The client is that many entries from the right (the ones further left the client may have written);
+    # 0 trusts no header and takes the connection's address. The API's throttles and sign-in's lockout read it.
+    "NUM_PROXIES": _positive_int("TRUSTED_PROXY_COUNT", 0, minimum=0),
 }
 
 SPECTACULAR_SETTINGS = {
