@@ -62,7 +62,6 @@ def _embedded_data_dir(default: Path) -> str:
     return str(Path(env("CAIRN_EMBEDDED_PGDATA", default=str(default))).expanduser().absolute())
 
 
-SECRET_KEY = env("SECRET_KEY", default="insecure-local-development-key-change-me")
 DEBUG = _bool("DEBUG", False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -295,6 +294,15 @@ CELERY_BEAT_SCHEDULE = {
 # `python -m config.serve` (make run): the embedded default's processes. The broker it starts when
 # CELERY_BROKER_URL is unset, and Celery beat's schedule, live under CAIRN_RUN_DIR.
 CAIRN_RUN_DIR = str(Path(env("CAIRN_RUN_DIR", default=str(BASE_DIR / "var" / "run"))).expanduser().absolute())
+# Without SECRET_KEY, `make run` generates a key into this file on its first start and keeps it (config.serve);
+# other commands on this checkout read it too, so the tokens `manage.py create_token` makes verify under
+# `make run`. The public development key is left only where neither exists. Production requires SECRET_KEY.
+SECRET_KEY_FILE = str(Path(CAIRN_RUN_DIR) / "secret_key")
+SECRET_KEY = (
+    env("SECRET_KEY", default="")
+    or (Path(SECRET_KEY_FILE).read_text().strip() if Path(SECRET_KEY_FILE).is_file() else "")
+    or "insecure-local-development-key-change-me"
+)
 WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
 WEB_THREADS = _positive_int("WEB_THREADS", 4)
 WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)
