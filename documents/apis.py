@@ -401,7 +401,7 @@ class JobInfoApi(RpcApi):
 
 
 class JobListApi(RpcApi):
-    """Your import jobs, newest first; a team admin sees the whole team's."""
+    """Your import jobs, newest first; a team admin also sees the team's into the collections they can read."""
 
     Input = PaginationInput
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
