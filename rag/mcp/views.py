@@ -37,15 +37,22 @@ def asgi_scope(request: HttpRequest) -> Scope:
     }
 
 
-def nested_too_deeply(body: bytes) -> bool:
-    """Whether parsing `body` as JSON runs out of recursion; any other malformed body is the transport's to answer."""
+def parse_error(body: bytes) -> str | None:
+    """Why `body` is not JSON, or None.
+
+    The transport answers only json.loads' JSONDecodeError itself: bytes that are not UTF-8, or nesting
+    deeper than json.loads recurses, would leave it as a 500. Parsing here first (a small body's cost is
+    microseconds) answers every one of them as the protocol says.
+    """
     try:
         json.loads(body)
     except RecursionError:
-        return True
-    except ValueError:
-        pass
-    return False
+        return "the message is nested too deeply"
+    except UnicodeDecodeError:
+        return "the message is not UTF-8"
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 @extend_schema(exclude=True)  # not an RPC endpoint: agents list its tools through the protocol itself
@@ -69,10 +76,8 @@ class McpApi(APIView):
         return super().perform_content_negotiation(request, force=True)
 
     def post(self, request: AuthenticatedRequest) -> HttpResponse:
-        # The transport's json.loads recurses once per level and answers its RecursionError with a 500;
-        # parsing once more here (a small body's cost is microseconds) turns it into the protocol's parse error.
-        if nested_too_deeply(request.body):
-            error = {"code": PARSE_ERROR, "message": "Parse error: the message is nested too deeply."}
+        if reason := parse_error(request.body):
+            error = {"code": PARSE_ERROR, "message": f"Parse error: {reason}."}
             return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
         scope = {**asgi_scope(request._request), USER: request.user, CONTEXT: contextvars.copy_context()}
         exchange = runtime().exchange(scope, request.body, timeout=settings.WEB_TIMEOUT)

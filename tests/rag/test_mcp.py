@@ -422,6 +422,20 @@ def test_a_message_nested_too_deeply_is_a_json_rpc_parse_error(cast, server, mes
     }
 
 
+def test_a_message_that_is_not_utf8_is_a_json_rpc_parse_error(cast, server) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=b'{"jsonrpc": "2.0", "\xfd": 1}', headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": types.PARSE_ERROR, "message": "Parse error: the message is not UTF-8."}
+
+
+def test_a_message_that_is_not_json_is_a_json_rpc_parse_error(cast, server) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=b"{nope", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == types.PARSE_ERROR
+
+
 @pytest.mark.parametrize("depth", [200, 900])
 def test_a_deep_but_parsable_tool_argument_is_a_tool_error(cast, server, depth: int) -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
