@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from django.core.management.utils import get_random_secret_key
+
 ROOT = Path(__file__).resolve().parent.parent
 # How long a stopping child may take before it is killed (a worker finishing its task, gunicorn its requests).
 STOP_TIMEOUT = 20.0
@@ -134,6 +136,21 @@ class Supervisor:
             log(f"{service.name} stopped")
 
 
+def stored_secret_key(path: Path) -> str:
+    """The key kept in `path`, generated there (readable by this user only) when there is none yet."""
+    key = path.read_text().strip() if path.is_file() else ""
+    if not key:
+        key = get_random_secret_key()
+        partial = path.with_name(f".{path.name}.tmp")
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+            file.write(f"{key}\n")
+        partial.replace(path)
+        log(f"No SECRET_KEY is set: generated one into {path}, kept for later starts")
+    else:
+        log(f"No SECRET_KEY is set: using the one generated into {path}")
+    return key
+
+
 def _manage(env: dict[str, str], *args: str) -> None:
     result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
     if result.returncode != 0:
@@ -177,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     # WhiteNoise serves from the apps' own folders (no collectstatic), but expects STATIC_ROOT to exist.
     Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
+    # Never the public development key: without SECRET_KEY (the environment or .env), this checkout's own.
+    if not env.get("SECRET_KEY"):
+        env["SECRET_KEY"] = stored_secret_key(Path(settings.SECRET_KEY_FILE))
     # A fresh directory per run: files left by an earlier run's processes would be summed into this one's.
     metrics_dir = run_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -231,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
                     "--config=python:config.gunicorn",
                     f"--bind={args.bind}",
                     f"--workers={settings.WEB_WORKERS}",
-                    "--worker-class=gthread",
                     f"--threads={settings.WEB_THREADS}",
                     f"--timeout={settings.WEB_TIMEOUT}",
                     "--graceful-timeout=15",

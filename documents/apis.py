@@ -408,7 +408,7 @@ class JobInfoApi(RpcApi):
 
 
 class JobListApi(RpcApi):
-    """Your import jobs, newest first; a team admin sees the whole team's."""
+    """Your import jobs, newest first; a team admin also sees the team's into the collections they can read."""
 
     write_scope = False
     Input = PaginationInput

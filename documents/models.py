@@ -294,11 +294,14 @@ class ImportStage(models.TextChoices):
 
 class ImportJobQuerySet(models.QuerySet):
     def visible_to(self, user: User | AnonymousUser | None) -> ImportJobQuerySet:
-        """A job is seen by whoever started it and by the admins of its team (permissions.policy)."""
+        """A job is seen by whoever started it, and by the admins of its team (permissions.policy) when they
+        may read its collection: its file names are the collection's content."""
         if not isinstance(user, User) or user.team_id is None:
             return self.none()
         qs = self.filter(team_id=user.team_id)
-        return qs if can_see_team_jobs(user) else qs.filter(created_by_id=user.pk)
+        if not can_see_team_jobs(user):
+            return qs.filter(created_by_id=user.pk)
+        return qs.filter(Q(created_by_id=user.pk) | Q(collection_id__in=Collection.objects.visible_to(user).values("id")))
 
 
 class ImportJob(models.Model):

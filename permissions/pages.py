@@ -9,16 +9,26 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
 
 from config.csp import with_csp
 
 
-def _failure_keys(request: HttpRequest) -> list[tuple[str, int]]:
-    """The counters a failed sign-in adds to, each with its limit: the name from this address, and the address."""
-    address = request.META.get("REMOTE_ADDR", "")
+def _client_address(request: HttpRequest) -> str:
+    """The client's address as the API's throttles read it: REMOTE_ADDR, or behind TRUSTED_PROXY_COUNT proxies
+    (REST_FRAMEWORK's NUM_PROXIES) the address that many entries from the right of X-Forwarded-For."""
+    return BaseThrottle().get_ident(Request(request))
+
+
+def _failure_key(request: HttpRequest) -> str:
+    """The counter a failed sign-in adds to: the name from this address.
+
+    Never the address alone: everyone behind one proxy or NAT shares it, and one person's typos, or an
+    attacker's guesses at other names, would lock them all out.
+    """
     username = request.POST.get("username", "").strip().lower()[:150]
-    limit = settings.LOGIN_MAX_FAILURES
-    return [(f"login-failures:{address}:{username}", limit), (f"login-failures:{address}", limit * 4)]
+    return f"login-failures:{_client_address(request)}:{username}"
 
 
 class ThrottledLoginView(auth_views.LoginView):
@@ -28,8 +38,8 @@ class ThrottledLoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        keys = _failure_keys(request)
-        if any((cache.get(key) or 0) >= limit for key, limit in keys):
+        key = _failure_key(request)
+        if (cache.get(key) or 0) >= settings.LOGIN_MAX_FAILURES:
             minutes = math.ceil(settings.LOGIN_LOCKOUT_SECONDS / 60)
             response = self.render_to_response(
                 self.get_context_data(
@@ -41,14 +51,13 @@ class ThrottledLoginView(auth_views.LoginView):
             return response
         response = super().post(request, *args, **kwargs)
         if response.status_code == 200:  # the form came back: wrong name or password
-            for key, _ in keys:
-                cache.add(key, 0, timeout=settings.LOGIN_LOCKOUT_SECONDS)
-                try:
-                    cache.incr(key)
-                except ValueError:  # expired between add and incr
-                    cache.set(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+            cache.add(key, 0, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+            try:
+                cache.incr(key)
+            except ValueError:  # expired between add and incr
+                cache.set(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
         else:
-            cache.delete(keys[0][0])
+            cache.delete(key)
         return response
 
 

@@ -44,7 +44,8 @@ def can_manage_collections(user: User) -> bool:
 
 
 def can_see_team_jobs(user: User) -> bool:
-    """Team admins follow every import of their team; others see only the jobs they started."""
+    """Team admins follow the imports of their team into the collections they may read; others see only
+    the jobs they started."""
     return user.team_id is not None and user.is_team_admin
 
 

@@ -9,7 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from django.db import connection
@@ -30,7 +32,7 @@ def database_env() -> dict[str, str]:
 
 
 class GunicornServer:
-    """`gunicorn config.wsgi` as deployed (gthread workers), with the test settings and the fake providers."""
+    """`gunicorn config.wsgi` as deployed (config.gunicorn's gthread workers), with the test settings and the fake providers."""
 
     def __init__(self, *, log_path: Path, extra_env: dict[str, str] | None = None, workers: int = 1) -> None:
         self.log_path = log_path
@@ -62,8 +64,6 @@ class GunicornServer:
                 "127.0.0.1:0",
                 "--workers",
                 str(self.workers),
-                "--worker-class",
-                "gthread",
                 "--threads",
                 "4",
                 "--timeout",
@@ -211,3 +211,30 @@ class CairnServe:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+
+def raw_exchange(url: str, request: bytes, *, timeout: float = 10) -> list[RawResponse]:
+    """Send `request` as is over a socket and read every response until the server closes the connection."""
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=timeout) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    responses = []
+    while received:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+        length = int(headers.get("content-length", len(rest)))
+        responses.append(RawResponse(int(status_line.split()[1]), headers, rest[:length]))
+        received = rest[length:]
+    return responses

@@ -54,6 +54,18 @@ def test_docker_compose_parses_and_wires_the_settings_the_app_reads():
         assert env["DATABASE_URL"].startswith("postgres://") and env["CELERY_BROKER_URL"].startswith("redis://")
 
 
+def test_every_gunicorn_command_leaves_the_worker_class_to_config_gunicorn() -> None:
+    # A --worker-class on the command line replaces config.gunicorn's, whose worker answers gunicorn's own refusals in JSON.
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    commands = {
+        "docker-compose.yml": compose["services"]["web"]["command"],
+        "Dockerfile": (ROOT / "Dockerfile").read_text(),
+        "config/serve.py": (ROOT / "config" / "serve.py").read_text(),
+    }
+    for where, command in commands.items():
+        assert "python:config.gunicorn" in command and "worker-class" not in command, where
+
+
 def test_every_configuration_variable_is_documented_in_the_operations_guide():
     operations = (ROOT / "docs" / "operations.md").read_text()
     # Every variable a settings module reads from the environment (env(...), env.int(...), _bool(...), ...).
@@ -82,6 +94,7 @@ def test_production_refuses_to_start_without_a_secret_key():
         ("CELERY_TASK_SOFT_TIME_LIMIT", "700", "CELERY_TASK_SOFT_TIME_LIMIT (700) must be below CELERY_TASK_TIME_LIMIT (660)"),
         ("WEB_WORKERS", "0", "WEB_WORKERS must be at least 1"),
         ("LOGIN_MAX_FAILURES", "many", "LOGIN_MAX_FAILURES has an invalid value"),
+        ("TRUSTED_PROXY_COUNT", "-1", "TRUSTED_PROXY_COUNT must be at least 0"),
     ],
 )
 def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):

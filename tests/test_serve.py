@@ -369,3 +369,32 @@ def test_recovery_finds_saves_with_no_task_and_leaves_failures_to_reconciliation
     IndexStatus.objects.create(document=done, model_id="fake-embedding", state=IndexState.INDEXED, indexed_version=1)
     IndexStatus.objects.create(document=done, model_id="another-model", state=IndexState.PENDING, updated_at=long_ago)
     assert set(stuck(lease=60, model_id="fake-embedding")) == {no_status.pk, saved_again.pk}
+
+
+def process_environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().partition("=")[::2] for entry in entries if entry)
+
+
+def test_make_run_without_a_secret_key_generates_one_on_first_start_and_keeps_it(cast, tmp_path):
+    from django.conf import settings
+
+    run_dir = tmp_path / "run"
+    # The key make run generates is not the test run's: this test makes no token.
+    serve = CairnServe(run_dir=run_dir, extra_env={"SECRET_KEY": ""}).start()
+    try:
+        key_file = run_dir / "secret_key"
+        key = key_file.read_text().strip()
+        assert len(key) >= 50 and key not in (settings.SECRET_KEY, "insecure-local-development-key-change-me")
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert process_environment(serve.pid("web"))["SECRET_KEY"] == key
+        assert "SECRET_KEY" in serve.log() and str(key_file) in serve.log(), "make run says where its key is"
+        assert serve.stop() == 0
+        (run_dir / "serve.log").rename(run_dir / "serve-first.log")  # start() waits for a log line of its own
+        again = CairnServe(run_dir=run_dir, extra_env={"SECRET_KEY": ""}).start()
+        try:
+            assert process_environment(again.pid("web"))["SECRET_KEY"] == key
+        finally:
+            again.stop()
+    finally:
+        serve.kill_all()

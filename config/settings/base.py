@@ -62,7 +62,6 @@ def _embedded_data_dir(default: Path) -> str:
     return str(Path(env("CAIRN_EMBEDDED_PGDATA", default=str(default))).expanduser().absolute())
 
 
-SECRET_KEY = env("SECRET_KEY", default="insecure-local-development-key-change-me")
 DEBUG = _bool("DEBUG", False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -179,8 +178,8 @@ warnings.filterwarnings("ignore", message="No directory at: ")
 # Request size limits: documents are markdown, 2 MB of JSON is plenty and bounds memory.
 DATA_UPLOAD_MAX_MEMORY_SIZE = _positive_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
 DOCUMENT_MAX_TEXT_LENGTH = _positive_int("DOCUMENT_MAX_TEXT_LENGTH", 1_000_000)
-# Sign-in at /login: after this many wrong passwords for one name from one address (four times as many
-# from one address), sign-in is refused for LOGIN_LOCKOUT_SECONDS.
+# Sign-in at /login: after this many wrong passwords for one name from one address, sign-in with that
+# name from that address is refused for LOGIN_LOCKOUT_SECONDS (permissions.pages).
 LOGIN_MAX_FAILURES = _positive_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_LOCKOUT_SECONDS = _positive_int("LOGIN_LOCKOUT_SECONDS", 900)
 # API tokens may live at most this many days (apiKeys.create, create_token --expires-in-days).
@@ -244,6 +243,10 @@ REST_FRAMEWORK = {
         "rag": env("API_THROTTLE_RAG", default="120/min"),
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The proxies in front of Cairn that each append the address they were reached from to X-Forwarded-For.
+    # The client is that many entries from the right (the ones further left the client may have written);
+    # 0 trusts no header and takes the connection's address. The API's throttles and sign-in's lockout read it.
+    "NUM_PROXIES": _positive_int("TRUSTED_PROXY_COUNT", 0, minimum=0),
 }
 
 SPECTACULAR_SETTINGS = {
@@ -302,6 +305,15 @@ CELERY_BEAT_SCHEDULE = {
 # `python -m config.serve` (make run): the embedded default's processes. The broker it starts when
 # CELERY_BROKER_URL is unset, and Celery beat's schedule, live under CAIRN_RUN_DIR.
 CAIRN_RUN_DIR = str(Path(env("CAIRN_RUN_DIR", default=str(BASE_DIR / "var" / "run"))).expanduser().absolute())
+# Without SECRET_KEY, `make run` generates a key into this file on its first start and keeps it (config.serve);
+# other commands on this checkout read it too, so the tokens `manage.py create_token` makes verify under
+# `make run`. The public development key is left only where neither exists. Production requires SECRET_KEY.
+SECRET_KEY_FILE = str(Path(CAIRN_RUN_DIR) / "secret_key")
+SECRET_KEY = (
+    env("SECRET_KEY", default="")
+    or (Path(SECRET_KEY_FILE).read_text().strip() if Path(SECRET_KEY_FILE).is_file() else "")
+    or "insecure-local-development-key-change-me"
+)
 WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
 WEB_THREADS = _positive_int("WEB_THREADS", 4)
 WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)

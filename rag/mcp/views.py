@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextvars
+import json
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
+from mcp.types import PARSE_ERROR
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 from starlette.types import Scope
@@ -36,6 +38,24 @@ def asgi_scope(request: HttpRequest) -> Scope:
     }
 
 
+def parse_error(body: bytes) -> str | None:
+    """Why `body` is not JSON, or None.
+
+    The transport answers only json.loads' JSONDecodeError itself: bytes that are not UTF-8, or nesting
+    deeper than json.loads recurses, would leave it as a 500. Parsing here first (a small body's cost is
+    microseconds) answers every one of them as the protocol says.
+    """
+    try:
+        json.loads(body)
+    except RecursionError:
+        return "the message is nested too deeply"
+    except UnicodeDecodeError:
+        return "the message is not UTF-8"
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 @extend_schema(exclude=True)  # not an RPC endpoint: agents list its tools through the protocol itself
 class McpApi(APIView):
     """The MCP endpoint (streamable HTTP, stateless, JSON responses).
@@ -59,6 +79,9 @@ class McpApi(APIView):
         return super().perform_content_negotiation(request, force=True)
 
     def post(self, request: AuthenticatedRequest) -> HttpResponse:
+        if reason := parse_error(request.body):
+            error = {"code": PARSE_ERROR, "message": f"Parse error: {reason}."}
+            return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
         caller = Caller(user=request.user, can_write=may_write(request))
         scope = {**asgi_scope(request._request), CALLER: caller, CONTEXT: contextvars.copy_context()}
         exchange = runtime().exchange(scope, request.body, timeout=settings.WEB_TIMEOUT)

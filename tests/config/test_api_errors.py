@@ -13,6 +13,7 @@ from django.test import Client
 from pytest_django import Settings
 
 import config.errors
+from config.gunicorn_worker import REFUSALS
 from config.middleware import STATUS_CODES
 from documents.idempotency import IdempotencyKeyReused
 from tests.conftest import ApiFor, Cast
@@ -110,7 +111,7 @@ def test_every_response_carries_a_request_id_and_keeps_a_sane_one_the_client_sen
 
 def test_every_error_code_is_in_the_api_docs_error_table() -> None:
     api_docs = (ROOT / "docs" / "api.md").read_text()
-    codes = set(STATUS_CODES.values()) | {IdempotencyKeyReused.code}
+    codes = set(STATUS_CODES.values()) | {IdempotencyKeyReused.code} | {code for _, _, code in REFUSALS}
     codes |= {
         cls.code
         for cls in vars(config.errors).values()

@@ -173,3 +173,23 @@ def test_the_fallback_model_is_the_local_one_behind_a_remote_model_unless_named_
         unset=("RAG_EMBEDDING_FALLBACK_MODEL",) if "RAG_EMBEDDING_FALLBACK_MODEL" not in env else (),
     )
     assert result.stdout.strip() == repr(fallback), result.stderr
+
+
+SECRET_KEY_SCRIPT = "import importlib, sys; print(importlib.import_module(sys.argv[1]).SECRET_KEY)"
+
+
+def test_without_secret_key_the_settings_read_the_key_make_run_generated(tmp_path: Path) -> None:
+    # So a token `manage.py create_token` makes verifies under `make run`, which generated the key.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "secret_key").write_text("k" * 50 + "\n")
+    env = embedded_env(tmp_path / "pg", CAIRN_RUN_DIR=str(tmp_path / "run"))
+    result = run_python(SECRET_KEY_SCRIPT, args=("config.settings.local",), env=env, unset=("SECRET_KEY",))
+    assert result.stdout.strip() == "k" * 50, result.stderr
+
+
+def test_secret_key_from_the_environment_wins_over_the_generated_one(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "secret_key").write_text("k" * 50)
+    env = embedded_env(tmp_path / "pg", CAIRN_RUN_DIR=str(tmp_path / "run"), SECRET_KEY="from-the-environment")
+    result = run_python(SECRET_KEY_SCRIPT, args=("config.settings.local",), env=env)
+    assert result.stdout.strip() == "from-the-environment", result.stderr

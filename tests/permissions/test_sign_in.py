@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from django.test import Client
+from typing import Any
+
+from django.test import Client, RequestFactory
 from pytest_django import Settings
+from rest_framework.request import Request
+from rest_framework.throttling import AnonRateThrottle
 
 from tests.conftest import Cast, SignIn
 
@@ -56,3 +60,56 @@ def test_a_successful_sign_in_clears_that_users_failures(client: Client, cast: C
 def test_the_admin_signs_in_through_the_same_throttled_page(client: Client, db: None) -> None:
     page = client.get("/admin/login/?next=/admin/")
     assert page.status_code == 200 and b'action="/login"' in page.content
+
+
+def wrong_passwords(client: Client, username: str, times: int, **extra: Any) -> None:
+    for _ in range(times):
+        assert client.post("/login", {"username": username, "password": "wrong"}, **extra).status_code == 200
+
+
+def test_wrong_passwords_for_other_names_do_not_lock_an_account_out_from_the_same_address(
+    client: Client, cast: Cast, settings: Settings
+) -> None:
+    # Everyone behind one proxy or NAT shares an address: others' failures must not lock bob out.
+    cast.bob.save(update_fields=["password"])
+    for name in ("carol", "dave", "erin", "frank", "grace"):
+        wrong_passwords(client, name, settings.LOGIN_MAX_FAILURES)
+    assert client.post("/login", {"username": "bob", "password": "password"}).status_code == 302
+
+
+def test_behind_a_trusted_proxy_each_client_address_is_locked_out_on_its_own(
+    client: Client, cast: Cast, settings: Settings
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    cast.bob.save(update_fields=["password"])
+    attacker: dict[str, Any] = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "203.0.113.7"}
+    wrong_passwords(client, "bob", settings.LOGIN_MAX_FAILURES, **attacker)
+    assert client.post("/login", {"username": "bob", "password": "password"}, **attacker).status_code == 429
+    bob: dict[str, Any] = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.9"}
+    assert client.post("/login", {"username": "bob", "password": "password"}, **bob).status_code == 302
+
+
+def test_the_proxy_counts_from_the_right_so_a_client_cannot_choose_its_address(
+    client: Client, cast: Cast, settings: Settings
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    cast.bob.save(update_fields=["password"])
+    for n in range(settings.LOGIN_MAX_FAILURES):
+        # The client wrote the first address; the trusted proxy appended the one it saw.
+        spoofed: dict[str, Any] = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": f"192.0.2.{n}, 203.0.113.7"}
+        wrong_passwords(client, "bob", 1, **spoofed)
+    refused: dict[str, Any] = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "192.0.2.99, 203.0.113.7"}
+    assert client.post("/login", {"username": "bob", "password": "password"}, **refused).status_code == 429
+
+
+def test_without_a_trusted_proxy_a_forwarded_address_is_ignored(client: Client, cast: Cast, settings: Settings) -> None:
+    cast.bob.save(update_fields=["password"])
+    for n in range(settings.LOGIN_MAX_FAILURES):
+        wrong_passwords(client, "bob", 1, HTTP_X_FORWARDED_FOR=f"192.0.2.{n}")
+    refused = client.post("/login", {"username": "bob", "password": "password"}, HTTP_X_FORWARDED_FOR="192.0.2.99")
+    assert refused.status_code == 429
+
+
+def test_without_a_trusted_proxy_the_api_throttles_ignore_a_forwarded_address(rf: RequestFactory) -> None:
+    request = rf.post("/api/documents.list", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="192.0.2.1")
+    assert AnonRateThrottle().get_ident(Request(request)) == "10.0.0.2"

@@ -410,3 +410,56 @@ def test_bad_input_is_a_tool_error_with_a_clear_message(cast, server, name, argu
 
 def test_a_team_with_nothing_indexed_gets_no_embeddings(cast, server):
     assert error(call(server, token_for(cast.bob), "search", {"query": "owls"}))["error"] == "no_embeddings"
+
+
+# Malformed messages: the JSON-RPC error, never a server error
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        deep(100_000),
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {"query": '
+        + deep(100_000)
+        + "}}}",
+    ],
+    ids=["the-whole-message", "a-tool-argument"],
+)
+def test_a_message_nested_too_deeply_is_a_json_rpc_parse_error(cast, server, message: str) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=message.encode(), headers=headers)
+    assert response.status_code == 400
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": types.PARSE_ERROR, "message": "Parse error: the message is nested too deeply."},
+    }
+
+
+def test_a_message_that_is_not_utf8_is_a_json_rpc_parse_error(cast, server) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=b'{"jsonrpc": "2.0", "\xfd": 1}', headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": types.PARSE_ERROR, "message": "Parse error: the message is not UTF-8."}
+
+
+def test_a_message_that_is_not_json_is_a_json_rpc_parse_error(cast, server) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=b"{nope", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == types.PARSE_ERROR
+
+
+@pytest.mark.parametrize("depth", [200, 900])
+def test_a_deep_but_parsable_tool_argument_is_a_tool_error(cast, server, depth: int) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
+    text = json.dumps(message).replace('"arguments": {}', f'"arguments": {{"query": {deep(depth)}}}')
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token_for(cast.bob)}"}
+    response = httpx.post(f"{server.url}/mcp", content=text.encode(), headers=headers)
+    assert response.status_code < 500, response.text[:500]

@@ -12,6 +12,7 @@ from rag.providers.embeddings import get_embedding_provider
 from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.conftest import JobInfo, Upload, outcomes, reasons
 from tests.documents.ingestion.files import HTML, MARKDOWN, encrypt_pdf, make_docx, make_pdf, make_zip
+from tests.factories import UserFactory
 
 
 def embedded_texts() -> list[str]:
@@ -205,6 +206,29 @@ def test_a_job_is_seen_by_its_creator_and_the_team_admins_only(
     assert [j["id"] for j in api_for(cast.bob).post("jobs.list").json()["data"]] == [job_id]
     assert {j["id"] for j in api_for(cast.alice).post("jobs.list").json()["data"]} == {job_id, alice_job}
     assert api_for(cast.charlie).post("jobs.list").json()["data"] == []
+
+
+def test_a_team_admin_sees_no_job_into_a_collection_they_cannot_read(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
+    # The file names of an import are the collection's content: an admin of the team who cannot read
+    # the collection sees neither the job nor its names; its creator still does.
+    dana = UserFactory.create(team=cast.alice.team, username="dana", is_team_admin=True)
+    hidden = upload(cast.alice, cast.private, {"merger-plans.md": b"# Merger plans"})["data"]["id"]
+    shown = upload(cast.alice, cast.handbook, {"handbook.md": b"# Handbook"})["data"]["id"]
+    assert api_for(dana).post("jobs.info", {"id": hidden}).status_code == 404
+    listed = api_for(dana).post("jobs.list").json()
+    assert [job["id"] for job in listed["data"]] == [shown]
+    assert "merger-plans" not in str(listed)
+    assert {job["id"] for job in api_for(cast.alice).post("jobs.list").json()["data"]} == {hidden, shown}
+
+
+def test_a_job_stays_visible_to_its_creator_who_can_no_longer_read_its_collection(
+    cast: Cast, upload: Upload, api_for: ApiFor
+) -> None:
+    job_id = upload(cast.alice, cast.private, {"notes.md": b"# Notes"})["data"]["id"]
+    cast.private.memberships.filter(user=cast.alice).delete()
+    cast.alice.is_team_admin = False
+    cast.alice.save()
+    assert api_for(cast.alice).post("jobs.info", {"id": job_id}).status_code == 200
 
 
 def test_a_job_links_only_the_documents_the_viewer_may_read(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
