@@ -7,14 +7,14 @@ from rest_framework.permissions import AllowAny
 from config.health import health
 from config.metrics import metrics_view
 from documents.pages import document_original, document_page, import_page
-from permissions.pages import login_page, logout_page
+from permissions.pages import admin_login_page, login_page, logout_page
 from rag.mcp.views import McpApi
 from rag.pages import ask_page, graph_page
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="rag", permanent=False)),
     # The admin signs in through the same throttled page.
-    path("admin/login/", login_page),
+    path("admin/login/", admin_login_page),
     path("admin/", admin.site.urls),
     path("health", health),
     path("metrics", metrics_view, name="metrics"),

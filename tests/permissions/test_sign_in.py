@@ -62,6 +62,20 @@ def test_the_admin_signs_in_through_the_same_throttled_page(client: Client, db: 
     assert page.status_code == 200 and b'action="/login"' in page.content
 
 
+def test_a_signed_in_user_who_is_not_staff_is_refused_the_admin_not_sent_round_a_loop(signed_in: SignIn, cast: Cast) -> None:
+    client = signed_in(cast.bob)
+    response = client.get("/admin/", follow=True)
+    assert len(response.redirect_chain) == 1 and response.redirect_chain[0][0].startswith("/admin/login/")
+    assert response.status_code == 403 and "<h1>Not allowed</h1>" in response.content.decode()
+
+
+def test_a_signed_in_operator_goes_on_to_the_admin(signed_in: SignIn, cast: Cast) -> None:
+    cast.alice.is_staff = cast.alice.is_superuser = True
+    cast.alice.save()
+    response = signed_in(cast.alice).get("/admin/login/?next=/admin/")
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+
+
 def wrong_passwords(client: Client, username: str, times: int, **extra: Any) -> None:
     for _ in range(times):
         assert client.post("/login", {"username": username, "password": "wrong"}, **extra).status_code == 200
