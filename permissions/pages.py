@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -66,7 +66,7 @@ class AdminLoginView(ThrottledLoginView):
     """The admin's sign-in: the same page, but a signed-in user who is not staff is told no (403). Sent
     back to /admin/, which sends anyone not staff here, they would go round in a loop."""
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         user = request.user
         if user.is_authenticated and not (user.is_active and user.is_staff):
             raise PermissionDenied("Only operators may open the admin.")
