@@ -8,6 +8,7 @@ from config.health import health
 from config.metrics import metrics_view
 from documents.pages import document_original, document_page, import_page
 from permissions.pages import admin_login_page, login_page, logout_page
+from rag.library_pages import collection_page, documents_page, search_page
 from rag.mcp.views import McpApi
 from rag.pages import ask_page, graph_page
 
@@ -20,6 +21,9 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("rag", ask_page, name="rag"),
     path("graph", graph_page, name="graph"),
+    path("search", search_page, name="search"),
+    path("documents", documents_page, name="documents"),
+    path("collections/<uuid:collection_id>", collection_page, name="collection"),
     path("doc/<uuid:document_id>", document_page, name="document"),
     path("doc/<uuid:document_id>/original", document_original, name="document-original"),
     path("import", import_page, name="import"),

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from config.errors import NotFound
 from documents.models import Collection, CollectionQuerySet, Document, DocumentQuerySet, ImportFile, ImportJob, Source
@@ -104,6 +104,12 @@ def collection_get_to_change(*, user: User, collection_id: uuid.UUID) -> Collect
 
 def collection_list(*, user: User) -> CollectionQuerySet:
     return Collection.objects.visible_to(user).order_by("name", "id")
+
+
+def collection_document_counts(*, user: User) -> dict[uuid.UUID, int]:
+    """How many documents `user` may read (not archived) in each collection holding any: the collections' sidebar."""
+    rows = Document.objects.visible_to(user).order_by().values_list("collection_id").annotate(n=Count("id"))
+    return dict(rows)
 
 
 def writable_collections(*, user: User) -> list[Collection]:

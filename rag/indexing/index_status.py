@@ -2,11 +2,13 @@
 
 Writers mark documents pending and claim them (`request_index`, `set_state`); readers count them: for
 a viewer (`index_coverage`, rag.status), for an import waiting on its documents
-(`documents_awaiting_index`) and for the metrics scrape (`IndexCollector`).
+(`documents_awaiting_index`) and for the metrics scrape (`IndexCollector`); and show them, document by
+document, on the document lists (`document_index_states`).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -92,6 +94,39 @@ def index_coverage(*, user: User) -> IndexCoverage:
         chunks=Chunk.objects.filter(document__in=visible, model_id=model_id).count(),
         backfill=backfill,
     )
+
+
+@dataclass(frozen=True)
+class DocumentIndexState:
+    """Where one document stands in the index its reader's searches use."""
+
+    state: str  # "indexed", "pending" or "failed"
+    reason: str  # why it is pending or failed: the stage it is at, or the indexing's error
+
+
+def document_index_states(*, user: User, document_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, DocumentIndexState]:
+    """The state of each of these documents that `user` may read (the others are left out), for the model their
+    searches use: indexed at its current version, pending (chunking and embedding count as pending), or failed."""
+    model_id = serving_model(user.team_id).model_id
+    versions = dict(
+        Document.objects.visible_to(user, include_archived=True).filter(pk__in=list(document_ids)).values_list("pk", "version")
+    )
+    states = {pk: DocumentIndexState("pending", "not indexed yet") for pk in versions}
+    rows = IndexStatus.objects.filter(document_id__in=list(versions), model_id=model_id).values_list(
+        "document_id", "state", "indexed_version", "error"
+    )
+    for document_id, state, indexed_version, error in rows:
+        if state == IndexState.FAILED:
+            states[document_id] = DocumentIndexState("failed", error or "indexing failed without a reason recorded")
+        elif state == IndexState.INDEXED and (indexed_version or 0) >= versions[document_id]:
+            states[document_id] = DocumentIndexState("indexed", "")
+        elif state == IndexState.INDEXED:
+            states[document_id] = DocumentIndexState("pending", f"version {versions[document_id]} waits to be indexed")
+        elif state == IndexState.PENDING:
+            states[document_id] = DocumentIndexState("pending", "waiting to be indexed")
+        else:
+            states[document_id] = DocumentIndexState("pending", f"being indexed ({state})")
+    return states
 
 
 def documents_awaiting_index(document_ids: list) -> int:

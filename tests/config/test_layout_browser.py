@@ -14,7 +14,7 @@ from tests.servers import GunicornServer
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "correct horse battery"
-PAGES = ["/rag", "/graph", "/import", f"/doc/{uuid.uuid4()}"]
+PAGES = ["/rag", "/search", "/documents", "/graph", "/import", f"/doc/{uuid.uuid4()}"]
 DARK_BACKGROUND = "rgb(18, 21, 27)"  # --bg in templates/base.html's dark scheme
 
 
