@@ -82,10 +82,12 @@ def retrying(
             raise
         countdown = get_exponential_backoff_interval(RETRY_BACKOFF, retries, RETRY_BACKOFF_MAX, full_jitter=True)
         logger.warning("%s hit %s; retry %d in %d s", task.name, type(exc).__name__, retries + 1, countdown)
-        requeue()
+        # With the database still down the rows cannot say so; the retry is sent all the same, and
+        # does the work (or the recovery pass does, once their lease runs out).
+        _attempt("let go of its rows for the retry", requeue)
         sent_at = timezone.now()
         retry = task.retry(exc=exc, countdown=countdown, max_retries=settings.CELERY_TASK_MAX_RETRIES, throw=False)
-        queued(sent_at)
+        _attempt("record its retry as queued", lambda: queued(sent_at))
         raise retry from exc
     except Exception as exc:
         _give_up(give_up, exc)
@@ -93,11 +95,37 @@ def retrying(
 
 
 def _give_up(give_up: Callable[[BaseException], None], exc: BaseException) -> None:
+    _attempt("record why it failed", lambda: give_up(exc))
+
+
+def _attempt(what: str, write: Callable[[], None]) -> None:
     try:
-        give_up(exc)
+        write()
     except Exception:
         # The database may be what failed: the rows then stay as they are, and their lease runs out.
-        logger.exception("could not record why a task failed")
+        logger.exception("a task could not %s", what)
+
+
+def queue_is_empty() -> bool:
+    """True when no task waits in the default queue; False when some do, or the broker cannot be read.
+
+    The recovery passes take an empty queue as proof that a task recorded as queued a lease ago is
+    not waiting there any more: a worker took it and died or failed before it could say so, or the
+    broker lost it (a Redis restarted without its data).
+    """
+    if app.conf.task_always_eager:
+        return True  # tasks run in-process: none ever waits
+    try:
+        with app.connection_for_read() as connection:
+            connection.ensure_connection(max_retries=0, timeout=2)
+            channel = connection.default_channel
+            try:
+                return channel.queue_declare(queue=app.conf.task_default_queue, passive=True).message_count == 0
+            except kombu.exceptions.ChannelError:
+                return True  # no such queue (Redis keeps no empty list): nothing waits
+    except Exception as exc:
+        logger.warning("cannot read the length of the task queue: %s", exc)
+        return False
 
 
 @contextmanager

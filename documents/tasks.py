@@ -10,7 +10,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 
-from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, heartbeat, retrying
+from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, heartbeat, queue_is_empty, retrying
 from documents.ingestion.jobs import import_job_fail, import_uploads
 from documents.ingestion.recovery import (
     import_job_beat,
@@ -69,8 +69,9 @@ def recover_imports_task() -> int:
 
 def recover_imports(*, lease: int) -> int:
     sent = 0
-    for job_id in import_jobs_stalled(lease=lease):
-        if import_job_requeue(job_id=job_id, lease=lease):
+    queue_empty = queue_is_empty()
+    for job_id in import_jobs_stalled(lease=lease, queue_empty=queue_empty):
+        if import_job_requeue(job_id=job_id, lease=lease, queue_empty=queue_empty):
             logger.info("recovery: import job %s had no live task; queued again", job_id)
             sent += send_import(job_id)
     return sent

@@ -14,7 +14,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, retrying
+from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, queue_is_empty, retrying
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
 from rag.indexing.index_status import give_up, in_flight, mark_pending, mark_queued, release, request_index
@@ -126,7 +126,7 @@ def recover_index_task() -> int:
 
 def recover_index(*, lease: int) -> int:
     """Queue the documents `stuck` finds, marked pending so the lease starts again; how many were queued."""
-    document_ids = stuck(lease=lease)
+    document_ids = stuck(lease=lease, queue_empty=queue_is_empty())
     if document_ids:
         logger.info("recovery: queueing %d document(s) again that no task holds", len(document_ids))
     mark_pending(document_ids=document_ids, model_id=settings.RAG_EMBEDDING_MODEL)
@@ -176,7 +176,7 @@ def repair_index(report: ReconcileReport) -> int:
         remove_document_chunks(document_ids=report.to_remove)
     held = set(
         IndexStatus.objects.filter(document_id__in=report.to_reindex, model_id=report.model_id)
-        .filter(in_flight(lease=settings.RAG_INDEX_LEASE))
+        .filter(in_flight(lease=settings.RAG_INDEX_LEASE, queue_empty=queue_is_empty()))
         .values_list("document_id", flat=True)
     )
     todo = [pk for pk in report.to_reindex if pk not in held]

@@ -35,23 +35,31 @@ def import_job_release(*, job_id: uuid.UUID | str) -> None:
     )
 
 
-def _stalled(lease: int) -> Q:
+def _stalled(lease: int, queue_empty: bool) -> Q:
     cutoff = timezone.now() - timedelta(seconds=lease)
-    # A job of uploads whose task never reached the broker; a job of `import_path` has no uploads and no task.
-    unsent = Q(stage=ImportStage.QUEUED, enqueued_at__isnull=True, created_at__lt=cutoff) & ~Q(uploads=[])
-    return unsent | abandoned_parsing(cutoff)
+    unsent = Q(enqueued_at__isnull=True)
+    if queue_empty:
+        # No task waits in the queue: one sent a lease ago was taken by a worker that died before its
+        # claim, or lost with the broker.
+        unsent |= Q(enqueued_at__lt=cutoff)
+    # A job of `import_path` has no uploads and no task: its command runs it.
+    queued = Q(stage=ImportStage.QUEUED, created_at__lt=cutoff) & unsent & ~Q(uploads=[])
+    return queued | abandoned_parsing(cutoff)
 
 
-def import_jobs_stalled(*, lease: int) -> list[uuid.UUID]:
-    """Jobs no task will run: never sent for `lease` seconds, or parsing with no heartbeat for as long."""
-    return list(ImportJob.objects.filter(_stalled(lease)).order_by("created_at").values_list("pk", flat=True))
+def import_jobs_stalled(*, lease: int, queue_empty: bool = False) -> list[uuid.UUID]:
+    """Jobs no task will run: queued but never sent, or parsing with no heartbeat, for `lease` seconds.
+
+    With `queue_empty` (config.celery.queue_is_empty), so are queued jobs sent more than a lease ago.
+    """
+    return list(ImportJob.objects.filter(_stalled(lease, queue_empty)).order_by("created_at").values_list("pk", flat=True))
 
 
-def import_job_requeue(*, job_id: uuid.UUID | str, lease: int) -> bool:
+def import_job_requeue(*, job_id: uuid.UUID | str, lease: int, queue_empty: bool = False) -> bool:
     """Put a stalled job back to queued, its task to be sent; False when it moved meanwhile (a worker took it)."""
     return (
         ImportJob.objects.filter(pk=job_id)
-        .filter(_stalled(lease))
+        .filter(_stalled(lease, queue_empty))
         .update(stage=ImportStage.QUEUED, enqueued_at=None, heartbeat_at=None)
         == 1
     )

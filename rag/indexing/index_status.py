@@ -87,12 +87,19 @@ def mark_queued(*, document_ids: Iterable, sent_at: datetime) -> None:
     ).update(queued_at=timezone.now())
 
 
-def in_flight(*, lease: int) -> Q:
+def in_flight(*, lease: int, queue_empty: bool = False) -> Q:
     """Statuses a task holds, so no other pass queues them: pending with a task in the queue (however long
     the queue is), pending for less than `lease` seconds (its task being sent), or chunked or embedded by a
-    task whose heartbeat is younger than `lease` seconds."""
+    task whose heartbeat is younger than `lease` seconds.
+
+    With `queue_empty` (config.celery.queue_is_empty), a task queued more than a lease ago is no longer
+    taken to be waiting: a worker took it and died before it could say so, or the broker lost it.
+    """
     cutoff = timezone.now() - timedelta(seconds=lease)
-    return Q(state=IndexState.PENDING, queued_at__isnull=False) | Q(state__in=UNSETTLED, updated_at__gte=cutoff)
+    queued = Q(state=IndexState.PENDING, queued_at__isnull=False)
+    if queue_empty:
+        queued &= Q(queued_at__gte=cutoff)
+    return queued | Q(state__in=UNSETTLED, updated_at__gte=cutoff)
 
 
 def keep_alive(*, document_ids: Iterable, model_id: str) -> None:

@@ -108,25 +108,29 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     return report
 
 
-def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
+def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False) -> list[uuid.UUID]:
     """Live documents whose current version is not indexed and that no task holds, for `lease` seconds.
 
     That is: saved with no index status at all, or saved again while the status still says indexed (the
     process died between the commit and queueing the task); pending with no task ever handed to the
     broker (it was down); or chunking or embedding with no heartbeat for the lease (the task died with
     its process). A document pending with its task in the queue is left to it, however long the queue:
-    queued again, it would wait there twice. Failed documents are left to `reconcile`, or a permanent
-    failure would be retried on every pass.
+    queued again, it would wait there twice; unless `queue_empty` says no task waits there at all, when
+    one queued a lease ago was taken by a worker that died, or lost with the broker. Failed documents are
+    left to `reconcile`, or a permanent failure would be retried on every pass.
     """
     model_id = model_id or settings.RAG_EMBEDDING_MODEL
     cutoff = timezone.now() - timedelta(seconds=lease)
     # Never indexed for this model, or indexed at an older version, or its task never sent: lost, unless
     # the team is still searched with an earlier model, whose backfill builds them (queued here, they
     # would be queued again every pass while the backfill runs).
+    unsent = Q(status__queued_at__isnull=True)
+    if queue_empty:
+        unsent |= Q(status__queued_at__lt=cutoff)
     unqueued = (
         Q(status__id__isnull=True)
         | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
-        | Q(status__state=IndexState.PENDING, status__queued_at__isnull=True, status__updated_at__lt=cutoff)
+        | (Q(status__state=IndexState.PENDING, status__updated_at__lt=cutoff) & unsent)
     )
     abandoned = Q(status__state__in=WORKING, status__updated_at__lt=cutoff)
     behind = ServingModel.objects.exclude(model_id=model_id).values("team_id")

@@ -56,6 +56,13 @@ def test_recovery_and_reconciliation_leave_a_backlog_in_the_queue_and_queue_only
     assert queued_ids(task_queue) == sorted([*backlog, unsent, abandoned]), "each document is in the queue once"
     assert set(IndexStatus.objects.values_list("state", flat=True)) == {IndexState.PENDING}
 
+    # The broker loses what it held (a Redis restarted without its data): with nothing left in the queue,
+    # a document queued a lease ago is not waiting there any more.
+    task_queue.purge()
+    IndexStatus.objects.update(updated_at=an_hour_ago, queued_at=an_hour_ago)
+    assert tasks.recover_index_task() == 7
+    assert queued_ids(task_queue) == sorted([*backlog, unsent, abandoned])
+
 
 def test_a_document_saved_while_the_broker_is_down_is_saved_and_indexed_once_it_is_back(
     cast: Cast,
