@@ -55,6 +55,11 @@ class EmbeddingUnavailable(ApplicationError):
     status = 503
 
 
+class QueueUnavailable(ApplicationError):
+    code = "queue_unavailable"
+    status = 503
+
+
 class RequestTooLarge(ApplicationError):
     code = "request_too_large"
     status = 413

@@ -323,6 +323,12 @@ class ImportJob(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When its task was handed to the broker (none while the broker is down): a queued job with one is
+    # waiting in the queue and left to it, one without is sent again by the recovery pass.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    # The worker running it writes this every TASK_HEARTBEAT_INTERVAL seconds; older than IMPORT_LEASE, the
+    # worker is presumed dead and the job is queued again.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     objects = ImportJobQuerySet.as_manager()
 

@@ -47,7 +47,12 @@ def queue_reindex(request: AuthenticatedHttpRequest, documents: QuerySet[Documen
     model_id = settings.RAG_EMBEDDING_MODEL
     mark_pending(document_ids=ids, model_id=model_id)
     job = job_create(description=description, total=len(ids), model_id=model_id, by=request.user)
-    enqueue_reindex(ids, job=job)
+    queued = enqueue_reindex(ids, job=job)
+    if queued < len(ids):
+        messages.error(
+            request, f"The task queue cannot be reached: queued {queued} of {len(ids)} document(s); reindex again later."
+        )
+        return
     messages.success(request, f"Queued {len(ids)} document(s) for reindexing; follow job {job.pk} under Index jobs.")
 
 

@@ -139,7 +139,11 @@ class IndexStatus(models.Model):
     keyword_length = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # The last change of state; while a task chunks or embeds the document, its heartbeat.
     updated_at = models.DateTimeField(default=timezone.now)
+    # While pending: when a task that will read the document was handed to the broker (none if the broker
+    # was down). A pending document with one waits in the queue, and recovery leaves it there.
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "document_index_status"

@@ -1,42 +1,72 @@
 """Celery tasks and the functions that enqueue them. Tasks take ids and call one service.
 
-Idempotent, so a redelivered task is harmless.
+Idempotent, so a redelivered task is harmless. Indexing tasks retry transient errors (config.celery.retrying).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
+from django.utils import timezone
 
+from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, queue_is_empty, retrying
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
 from rag.indexing.fallback import reembed_fallback_documents
-from rag.indexing.index_status import mark_pending, request_index
+from rag.indexing.index_status import give_up, in_flight, mark_pending, mark_queued, release, request_index
 from rag.indexing.jobs import job_record
 from rag.indexing.pipeline import index_with_serving_models, remove_document_chunks
 from rag.indexing.reconcile import ReconcileReport, reconcile, stuck
-from rag.models import IndexJob
+from rag.models import IndexJob, IndexStatus
+
+logger = logging.getLogger("rag.indexing")
 
 # Documents per queued indexing task: enough for full embedding batches, few enough that a
 # redelivered task repeats little.
 REINDEX_BATCH = 32
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def index_document_task(document_id: str, force: bool = False) -> dict:
-    result = index_with_serving_models(document_ids=[document_id], force=force)
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
+def index_document_task(self: Task, document_id: str, force: bool = False) -> dict:
+    with _retrying(self, [document_id]):
+        result = index_with_serving_models(document_ids=[document_id], force=force)
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def index_batch_task(document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
-    result = index_with_serving_models(document_ids=document_ids, force=force)
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
+def index_batch_task(self: Task, document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
+    with _retrying(self, document_ids, job_id=job_id):
+        result = index_with_serving_models(document_ids=document_ids, force=force)
     if job_id:
         job_record(job_id=job_id, done=len(document_ids) - len(result.failed), failed=len(result.failed))
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
+
+
+def _retrying(task: Task, document_ids: list[str], *, job_id: str | None = None) -> AbstractContextManager[None]:
+    """A transient error queues the task again, its documents pending meanwhile; any other fails them with the reason."""
+
+    def failed(exc: BaseException) -> None:
+        give_up(document_ids=document_ids, reason=failure_reason(exc))
+        if job_id:
+            job_record(job_id=job_id, failed=len(document_ids))
+
+    return retrying(
+        task,
+        requeue=lambda: release(document_ids=document_ids),
+        queued=lambda sent_at: mark_queued(document_ids=document_ids, sent_at=sent_at),
+        give_up=failed,
+    )
+
+
+def failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, TRANSIENT_ERRORS):
+        return f"The database or the broker could not be reached, even after retries ({type(exc).__name__}: {exc})"
+    return f"Indexing stopped on an unexpected error ({type(exc).__name__}: {exc})"
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -98,7 +128,7 @@ def reembed_fallback_task() -> dict:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def recover_index_task() -> int:
-    """Queue again what a dead process left unindexed (run by beat every RAG_RECOVER_INTERVAL seconds)."""
+    """Queue again what a dead process or a down broker left unindexed (beat, every RAG_RECOVER_INTERVAL seconds)."""
     if not settings.RAG_ENABLED:
         return 0
     return recover_index(lease=settings.RAG_INDEX_LEASE)
@@ -106,27 +136,59 @@ def recover_index_task() -> int:
 
 def recover_index(*, lease: int) -> int:
     """Queue the documents `stuck` finds, marked pending so the lease starts again; how many were queued."""
-    document_ids = stuck(lease=lease)
+    document_ids = stuck(lease=lease, queue_empty=queue_is_empty())
+    if document_ids:
+        logger.info("recovery: queueing %d document(s) again that no task holds", len(document_ids))
     mark_pending(document_ids=document_ids, model_id=settings.RAG_EMBEDDING_MODEL)
     return enqueue_reindex(document_ids, force=False)
 
 
 def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
-    """Queue indexing of one document unless a queued task will already pick up its latest version."""
+    """Queue indexing of one document unless a queued task will already pick up its latest version.
+
+    Raises the broker's error when it cannot be reached; the document then stays pending with no task,
+    and the recovery pass queues it once the broker is back.
+    """
     if request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
+        sent_at = timezone.now()
         index_document_task.delay(str(document_id), force)
+        mark_queued(document_ids=[document_id], sent_at=sent_at)
 
 
 def enqueue_reindex(document_ids: Sequence[uuid.UUID | str], *, job: IndexJob | None = None, force: bool = True) -> int:
-    """Queue these documents for (re)indexing in batches; each batch records its progress on `job`."""
+    """Queue these documents for (re)indexing in batches; each batch records its progress on `job`.
+
+    How many were queued: with the broker down, the rest are not, and those marked pending wait for the
+    recovery pass (logged, never raised).
+    """
     ids = [str(pk) for pk in document_ids]
     for start in range(0, len(ids), REINDEX_BATCH):
-        index_batch_task.delay(ids[start : start + REINDEX_BATCH], str(job.pk) if job else None, force)
+        batch = ids[start : start + REINDEX_BATCH]
+        sent_at = timezone.now()
+        try:
+            index_batch_task.delay(batch, str(job.pk) if job else None, force)
+        except BROKER_ERRORS as exc:
+            logger.warning(
+                "could not queue %d document(s) for indexing; recovery will queue them again: %s", len(ids) - start, exc
+            )
+            return start
+        mark_queued(document_ids=batch, sent_at=sent_at)
     return len(ids)
 
 
 def repair_index(report: ReconcileReport) -> int:
-    """Carry out what reconciliation found: drop deleted documents' chunks, queue the rest; how many were queued."""
+    """Carry out what reconciliation found: drop deleted documents' chunks, queue the rest; how many were queued.
+
+    A document a task holds (pending in the queue, or being indexed with a fresh heartbeat) is left to
+    it: queued again, it would wait in the queue twice.
+    """
     if report.to_remove:
         remove_document_chunks(document_ids=report.to_remove)
-    return enqueue_reindex(report.to_reindex)
+    held = set(
+        IndexStatus.objects.filter(document_id__in=report.to_reindex, model_id=report.model_id)
+        .filter(in_flight(lease=settings.RAG_INDEX_LEASE, queue_empty=queue_is_empty()))
+        .values_list("document_id", flat=True)
+    )
+    todo = [pk for pk in report.to_reindex if pk not in held]
+    mark_pending(document_ids=todo, model_id=report.model_id)
+    return enqueue_reindex(todo)

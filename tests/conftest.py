@@ -157,3 +157,72 @@ def signed_in(client: Client) -> SignIn:
         return client
 
     return sign_in
+
+
+def use_broker(url: str, *, eager: bool) -> None:
+    """Point the Celery app at `url`, dropping pooled connections made for the previous broker."""
+    from config.celery import app
+
+    app.conf.update(broker_url=url, task_always_eager=eager)
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+class TaskQueue:
+    """Celery sending to a queue in this process (kombu's memory transport) that no worker reads, or to no broker at all."""
+
+    UNREACHABLE = "redis+socket:///nonexistent/cairn-test-broker.sock"
+
+    def __init__(self) -> None:
+        from config.celery import app
+
+        self.app = app
+        self.name = app.conf.task_default_queue
+
+    def up(self) -> None:
+        use_broker("memory://", eager=False)
+
+    def down(self) -> None:
+        use_broker(self.UNREACHABLE, eager=False)
+
+    def waiting(self) -> list[tuple[str, list]]:
+        """The tasks waiting in the queue, each its name and arguments (the queue is left as it was)."""
+        with self.app.connection_for_read() as connection:
+            channel = connection.default_channel
+            messages = []
+            while (message := channel.basic_get(self.name, no_ack=False)) is not None:
+                messages.append(message)
+            tasks = [(m.headers["task"], m.decode()[0]) for m in messages]
+            for message in messages:
+                message.requeue()
+            return tasks
+
+    def run_waiting(self) -> int:
+        """Run the waiting tasks here, as a worker would, until none is left (tasks they queue included); how many ran."""
+        ran = 0
+        with self.app.connection_for_read() as connection:
+            channel = connection.default_channel
+            while (message := channel.basic_get(self.name, no_ack=True)) is not None:
+                args, kwargs, _ = message.decode()
+                self.app.tasks[message.headers["task"]].apply(args=args, kwargs=kwargs)
+                ran += 1
+        return ran
+
+    def purge(self) -> None:
+        with self.app.connection_for_write() as connection:
+            connection.default_channel.queue_purge(self.name)
+
+
+@pytest.fixture
+def task_queue() -> Iterator[TaskQueue]:
+    """Tasks are queued, not run: the queue starts empty and is up (`down()` takes the broker away)."""
+    from config.celery import app
+
+    previous = (app.conf.broker_url, app.conf.task_always_eager)
+    queue = TaskQueue()
+    queue.up()
+    queue.purge()
+    yield queue
+    queue.up()
+    queue.purge()
+    use_broker(previous[0], eager=previous[1])

@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.serve, pytest.mark.django_db(transaction=True)]
 # Recovery settles within this many seconds of the fault (the figure the fault tests hold it to).
 RECOVERY_BOUND = 90
 FAST_RECOVERY = {
+    "TASK_HEARTBEAT_INTERVAL": "1",
     "RAG_INDEX_LEASE": "3",
     "RAG_RECOVER_INTERVAL": "1",
     "CELERY_TASK_TIME_LIMIT": "30",

@@ -288,13 +288,26 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_CONCURRENCY = _positive_int("CELERY_WORKER_CONCURRENCY", _cpu_count())
-# Indexing work a process was doing when it died is picked up again without a person: at every
-# worker start (a full reconciliation) and every RAG_RECOVER_INTERVAL seconds, for documents
-# whose indexing has not moved for RAG_INDEX_LEASE seconds (by then a live task has hit its time limit).
-RAG_INDEX_LEASE = _positive_int("RAG_INDEX_LEASE", CELERY_TASK_TIME_LIMIT)
+# A task that fails on a transient error (the database or the broker unreachable) is queued again
+# after a growing pause (2, 4, 8... at most 60 seconds), at most this many times.
+CELERY_TASK_MAX_RETRIES = _positive_int("CELERY_TASK_MAX_RETRIES", 5, minimum=0)
+# Work a process was doing when it died is picked up again without a person, in seconds rather than
+# after the broker's visibility timeout: a running import or indexing task marks its rows alive every
+# TASK_HEARTBEAT_INTERVAL seconds, and beat's recovery passes queue again what has gone without a sign
+# of life for a lease (or was saved while the broker was down). Work waiting in the queue is left to it.
+TASK_HEARTBEAT_INTERVAL = _positive_int("TASK_HEARTBEAT_INTERVAL", 5)
+RAG_INDEX_LEASE = _positive_int("RAG_INDEX_LEASE", 30)
+IMPORT_LEASE = _positive_int("IMPORT_LEASE", 30)
+for _name, _lease in (("RAG_INDEX_LEASE", RAG_INDEX_LEASE), ("IMPORT_LEASE", IMPORT_LEASE)):
+    if _lease <= 2 * TASK_HEARTBEAT_INTERVAL:
+        raise ImproperlyConfigured(
+            f"{_name} ({_lease}) must be more than twice TASK_HEARTBEAT_INTERVAL ({TASK_HEARTBEAT_INTERVAL}): "
+            "a live task would look dead between two heartbeats"
+        )
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
-    "recover-index": {"task": "rag.tasks.recover_index_task", "schedule": _positive_int("RAG_RECOVER_INTERVAL", 60)},
+    "recover-index": {"task": "rag.tasks.recover_index_task", "schedule": _positive_int("RAG_RECOVER_INTERVAL", 15)},
+    "recover-imports": {"task": "documents.tasks.recover_imports_task", "schedule": _positive_int("IMPORT_RECOVER_INTERVAL", 15)},
     # Documents the fallback model embedded while the configured one failed: embedded again once it answers.
     "reembed-fallback": {
         "task": "rag.tasks.reembed_fallback_task",

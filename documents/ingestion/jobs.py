@@ -17,6 +17,7 @@ import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -26,9 +27,11 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from config.celery import TRANSIENT_ERRORS
 from documents import services
 from documents.ingestion.archives import ExpansionBudget, Opener, expand
 from documents.ingestion.detect import ARCHIVE, detect
@@ -207,19 +210,26 @@ def known_paths(collection: Collection) -> dict[str, Known]:
 
 
 def import_job_claim(*, job_id: uuid.UUID | str) -> ImportJob | None:
-    """Move a queued job to parsing; None when it is gone or already finished.
+    """Move a queued job to parsing; None when it is gone, finished, or parsed by a live worker.
 
-    A job left in `parsing` by a worker that died is claimed again: re-running it is harmless, since
-    files already imported are now unchanged, and its file rows are rewritten.
+    A job left in `parsing` by a worker that died (no heartbeat for IMPORT_LEASE seconds) is claimed
+    again, and goes on where it stopped: the files it recorded are not imported twice (`import_job_run`).
+    The update is conditional, so of two deliveries of the same task only one runs the job.
     """
-    claimed = ImportJob.objects.filter(pk=job_id, stage__in=[ImportStage.QUEUED, ImportStage.PARSING]).update(
-        stage=ImportStage.PARSING, started_at=timezone.now()
+    now = timezone.now()
+    claimed = (
+        ImportJob.objects.filter(pk=job_id)
+        .filter(Q(stage=ImportStage.QUEUED) | abandoned_parsing(now - timedelta(seconds=settings.IMPORT_LEASE)))
+        .update(stage=ImportStage.PARSING, started_at=Coalesce(F("started_at"), Value(now)), heartbeat_at=now)
     )
     if claimed != 1:
         return None
-    job = ImportJob.objects.select_related("collection", "created_by").get(pk=job_id)
-    job.files.all().delete()
-    return job
+    return ImportJob.objects.select_related("collection", "created_by").get(pk=job_id)
+
+
+def abandoned_parsing(cutoff: datetime) -> Q:
+    """Jobs left parsing by a worker whose last heartbeat is older than `cutoff`."""
+    return Q(stage=ImportStage.PARSING) & (Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff))
 
 
 def import_uploads(*, job_id: uuid.UUID | str) -> ImportJob | None:
@@ -244,19 +254,30 @@ def import_job_run(
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> ImportJob:
-    """Import `files` into the job's collection and record each outcome; the job ends in indexing, done or failed."""
+    """Import `files` into the job's collection and record each outcome; the job ends in indexing, done or failed.
+
+    A job run again (its worker died) skips the files it already recorded: a created or changed file's
+    record is written in the same transaction as the document, so none is imported twice.
+    """
     job.files_total, job.files_done, job.files_failed = len(files), 0, 0
     _save_progress(job)
     known = known_paths(job.collection)
+    recorded = _recorded(job)
     seen: set[str] = set()
     pending: list[ImportFile] = []
     last_write = time.monotonic()
     for incoming in files:
         seen.add(incoming.path)
-        record = _import_one(job, incoming, known, dry_run=dry_run)
-        pending.append(record)
+        earlier = recorded.get(incoming.path[:1024])
+        if earlier:
+            outcome = earlier.pop()
+        else:
+            record = _import_one(job, incoming, known, dry_run=dry_run)
+            if record.pk is None:
+                pending.append(record)
+            outcome = record.outcome
         job.files_done += 1
-        job.files_failed += record.outcome == ImportOutcome.FAILED
+        job.files_failed += outcome == ImportOutcome.FAILED
         if progress is not None:
             progress(job)
         if time.monotonic() - last_write > PROGRESS_INTERVAL:
@@ -266,6 +287,14 @@ def import_job_run(
         pending.extend(_prune(job, known, seen, glob=glob, dry_run=dry_run))
     _flush(job, pending)
     return _finish(job)
+
+
+def _recorded(job: ImportJob) -> dict[str, list[str]]:
+    """The outcomes this job already recorded, by path (a path uploaded twice has two)."""
+    recorded: dict[str, list[str]] = {}
+    for path, outcome in job.files.values_list("path", "outcome"):
+        recorded.setdefault(path, []).append(outcome)
+    return recorded
 
 
 def _import_one(job: ImportJob, incoming: IncomingFile, known: dict[str, Known], *, dry_run: bool) -> ImportFile:
@@ -295,13 +324,12 @@ def _import_one(job: ImportJob, incoming: IncomingFile, known: dict[str, Known],
         if dry_run:
             record.outcome = ImportOutcome.UPDATED if previous else ImportOutcome.CREATED
             return record
-        document, outcome = _write(job, incoming.path, data, sha256, detected.format, parsed, previous)
-        record.outcome, record.document_id = outcome, document.pk
+        document = _write(job, record, incoming.path, data, sha256, parsed, previous)
         known[incoming.path] = Known(document_id=document.pk, sha256=sha256, archived=False)
     except FileRejected as exc:
         record.outcome, record.error = ImportOutcome.FAILED, exc.reason
-    except SoftTimeLimitExceeded:
-        raise  # the job's time is up, not this file's fault
+    except (SoftTimeLimitExceeded, *TRANSIENT_ERRORS):
+        raise  # the job's time is up, or the database is unreachable: not this file's fault
     except Exception as exc:
         # One file's surprise must not end the job: the reason is kept, the trace logged.
         logger.exception("Import of %s in job %s failed", incoming.path, job.pk)
@@ -311,8 +339,9 @@ def _import_one(job: ImportJob, incoming: IncomingFile, known: dict[str, Known],
 
 @transaction.atomic
 def _write(
-    job: ImportJob, path: str, data: bytes, sha256: str, fmt: str, parsed: Parsed, previous: Known | None
-) -> tuple[Document, ImportOutcome]:
+    job: ImportJob, record: ImportFile, path: str, data: bytes, sha256: str, parsed: Parsed, previous: Known | None
+) -> Document:
+    """Create or update the document at `path`, with its source and original, and save its `record` with it."""
     by = job.created_by
     document = None
     if previous is not None:
@@ -349,7 +378,7 @@ def _write(
             "collection_id": document.collection_id,
             "path": path,
             "filename": PurePosixPath(path).name[:255],
-            "format": fmt,
+            "format": record.format,
             "size": len(data),
             "sha256": sha256,
             "page_map": parsed.page_map,
@@ -357,7 +386,9 @@ def _write(
             "created_at": timezone.now(),
         },
     )
-    return document, outcome
+    record.outcome, record.document = outcome, document
+    record.save()
+    return document
 
 
 def _store_original(team_id: uuid.UUID, sha256: str, data: bytes) -> str:
@@ -415,10 +446,14 @@ def _finish(job: ImportJob) -> ImportJob:
 
 
 def import_job_fail(*, job_id: uuid.UUID | str, reason: str) -> None:
-    """The job as a whole could not run (its uploads unreadable, the worker out of time)."""
-    ImportJob.objects.filter(pk=job_id).exclude(stage__in=[ImportStage.DONE, ImportStage.FAILED]).update(
-        stage=ImportStage.FAILED, error=reason[:2000], finished_at=timezone.now()
+    """The job as a whole could not run (its uploads unreadable, the worker out of time); its uploads are removed."""
+    failed = (
+        ImportJob.objects.filter(pk=job_id)
+        .exclude(stage__in=[ImportStage.DONE, ImportStage.FAILED])
+        .update(stage=ImportStage.FAILED, error=reason[:2000], finished_at=timezone.now())
     )
+    if failed:
+        _discard_uploads(ImportJob.objects.get(pk=job_id))
 
 
 def _discard_uploads(job: ImportJob) -> None:

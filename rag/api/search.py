@@ -9,7 +9,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.errors import Forbidden
+from config.celery import BROKER_ERRORS
+from config.errors import Forbidden, QueueUnavailable
 from config.rpc import envelope, respond
 from documents.apis import TAGS_FILTER_HELP, TagsField
 from documents.selectors import document_get
@@ -219,5 +220,8 @@ class RagEmbedApi(RagApi):
         if not can_write_document(request.user, document):
             raise Forbidden("You can read this document but not change it, so you cannot reindex it.")
         mark_pending(document_ids=[document.pk], model_id=settings.RAG_EMBEDDING_MODEL)
-        enqueue_index(document.pk, force=True)
+        try:
+            enqueue_index(document.pk, force=True)
+        except BROKER_ERRORS as exc:
+            raise QueueUnavailable("The task queue cannot be reached, so the reindex was not queued; try again later.") from exc
         return respond(RagEmbedOutput, {"documentId": document.pk, "queued": True})

@@ -6,7 +6,7 @@ the model it has (rag.models.ServingModel) and starts one backfill job (rag.mode
 the next documents the configured model lacks, indexes them (vectors are reused by content hash
 where this model already embedded the same text), records progress, and queues the next step.
 Nothing waits in the queue long enough to look lost to recovery, a crash redelivers one step, and
-a job silent for a lease (a lost message, a provider outage) is restarted by the next
+a job silent for longer than a task may run (a lost message, a provider outage) is restarted by the next
 reconciliation. Teams switch as soon as they are covered (rag.indexing.model_switch).
 """
 
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from documents.models import Document
 from permissions.models import User
-from rag.indexing.index_status import mark_pending
+from rag.indexing.index_status import in_flight, mark_pending
 from rag.indexing.jobs import job_create, job_record
 from rag.indexing.model_switch import documents_lacking_configured_model, switch_covered_teams, teams_behind
 from rag.indexing.pipeline import index_documents
@@ -32,7 +32,6 @@ logger = logging.getLogger("rag.indexing")
 
 # Documents per step: enough for full embedding batches, few enough that a redelivered step repeats little.
 BACKFILL_BATCH = 32
-WORKING = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,8 @@ def backfill_candidates(*, since) -> QuerySet[Document]:
     this job are left to reconciliation, which retries failures, so a step never loops on one.
     """
     model_id = settings.RAG_EMBEDDING_MODEL
-    lease_start = timezone.now() - timedelta(seconds=settings.RAG_INDEX_LEASE)
     busy = IndexStatus.objects.filter(model_id=model_id).filter(
-        Q(state__in=WORKING, updated_at__gte=lease_start) | Q(state=IndexState.FAILED, updated_at__gte=since)
+        in_flight(lease=settings.RAG_INDEX_LEASE) | Q(state=IndexState.FAILED, updated_at__gte=since)
     )
     return documents_lacking_configured_model().exclude(pk__in=busy.values("document_id")).order_by("pk")
 
@@ -70,8 +68,10 @@ def backfill_start(*, by: User | None = None) -> BackfillStart | None:
         return None
     job = IndexJob.objects.filter(backfill=True, state=JobState.RUNNING, model_id=model_id).order_by("created_at").first()
     if job is not None:
-        # Steps record progress every batch: a job silent for a lease has no step left.
-        return BackfillStart(job=job, needs_step=job.updated_at < now - timedelta(seconds=settings.RAG_INDEX_LEASE))
+        # Steps record progress every batch: a job silent for longer than a task may run has no step left
+        # (its next step may wait behind a long queue, so not the index lease).
+        silent = job.updated_at < now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+        return BackfillStart(job=job, needs_step=silent)
     earlier = sorted({m.model_id for m in behind.values()})
     job = job_create(
         description=f"backfill {model_id} for {len(behind)} team(s) searched with {', '.join(earlier)}",
@@ -102,7 +102,7 @@ def backfill_step(*, job_id) -> bool:
     job_record(job_id=job.pk, done=len(ids) - len(result.failed), failed=len(result.failed))
     if len(result.failed) == len(ids):
         # The provider is failing (after its retries): pause rather than mark every document failed.
-        # The next reconciliation restarts the job once it has been silent for a lease.
+        # The next reconciliation restarts the job once it has been silent for CELERY_TASK_TIME_LIMIT seconds.
         logger.warning("backfill of %s paused: a whole batch failed (job %s)", job.model_id, job.pk)
         return False
     return True

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from documents.models import Document
 from rag.corpus.serving_model import fallback_model
-from rag.indexing.index_status import WAITING
+from rag.indexing.index_status import UNSETTLED
 from rag.indexing.pipeline import index_documents
 from rag.models import IndexStatus
 
@@ -50,7 +50,7 @@ def fallback_documents() -> QuerySet[Document]:
         return Document.objects.none()
     configured = IndexStatus.objects.filter(document_id=OuterRef("pk"), model_id=settings.RAG_EMBEDDING_MODEL)
     lease_start = timezone.now() - timedelta(seconds=settings.RAG_INDEX_LEASE)
-    busy = configured.filter(state__in=WAITING, updated_at__gte=lease_start)
+    busy = configured.filter(state__in=UNSETTLED, updated_at__gte=lease_start)
     return (
         Document.objects.filter(deleted_at__isnull=True, index_statuses__model_id=model.model_id)
         .exclude(Exists(busy))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, F, Min, Q
@@ -28,8 +28,9 @@ from rag.models import Chunk, IndexState, IndexStatus
 # Rapid edits coalesce: while a queued task has not started, further saves queue nothing. A
 # status left pending longer than this (a lost message) no longer holds new requests back.
 COALESCE_SECONDS = 300
-# Indexing started or asked for, not finished.
-WAITING = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
+# A task holds its documents in these states, beating while it works (`keep_alive`).
+WORKING = [IndexState.CHUNKING, IndexState.EMBEDDING]
+UNSETTLED = [IndexState.PENDING, *WORKING]
 
 
 def set_state(document_ids: Iterable, model_id: str, state: str, **fields) -> None:
@@ -43,7 +44,7 @@ def request_index(*, document_id, model_id: str) -> bool:
 
     The database, not a per-process cache, holds the marker, so web processes and workers
     agree. A task claims its documents by moving them out of pending, so a save made while
-    a task runs queues a fresh one.
+    a task runs queues a fresh one; so does one made while the last request never reached the broker.
     """
     now = timezone.now()
     status, created = IndexStatus.objects.get_or_create(
@@ -51,16 +52,73 @@ def request_index(*, document_id, model_id: str) -> bool:
     )
     if created:
         return True
-    waiting = Q(state=IndexState.PENDING, updated_at__gt=now - timedelta(seconds=COALESCE_SECONDS))
+    waiting = Q(state=IndexState.PENDING, queued_at__isnull=False, updated_at__gt=now - timedelta(seconds=COALESCE_SECONDS))
     # A conditional update: of two concurrent requests only one sees the row leave `waiting`.
-    return IndexStatus.objects.filter(pk=status.pk).exclude(waiting).update(state=IndexState.PENDING, updated_at=now) == 1
+    updated = (
+        IndexStatus.objects.filter(pk=status.pk).exclude(waiting).update(state=IndexState.PENDING, updated_at=now, queued_at=None)
+    )
+    return updated == 1
 
 
 def mark_pending(*, document_ids: Iterable, model_id: str) -> None:
-    for document_id in document_ids:
-        IndexStatus.objects.update_or_create(
-            document_id=document_id, model_id=model_id, defaults={"state": IndexState.PENDING, "updated_at": timezone.now()}
-        )
+    """These documents wait for a task that is about to be queued (`mark_queued` once it is)."""
+    now = timezone.now()
+    IndexStatus.objects.bulk_create(
+        [
+            IndexStatus(document_id=pk, model_id=model_id, state=IndexState.PENDING, updated_at=now)
+            for pk in dict.fromkeys(document_ids)
+        ],
+        update_conflicts=True,
+        unique_fields=["document", "model_id"],
+        update_fields=["state", "updated_at", "queued_at"],
+    )
+
+
+def mark_queued(*, document_ids: Iterable, sent_at: datetime) -> None:
+    """A task reading these documents reached the broker, sent at `sent_at`: it covers what was pending by then.
+
+    A document marked pending after the send began may be read by a task already running: it keeps
+    waiting for a task of its own.
+    """
+    IndexStatus.objects.filter(
+        document_id__in=list(document_ids), state=IndexState.PENDING, queued_at__isnull=True, updated_at__lte=sent_at
+    ).update(queued_at=timezone.now())
+
+
+def in_flight(*, lease: int, queue_empty: bool = False) -> Q:
+    """Statuses a task holds, so no other pass queues them: pending with a task in the queue (however long
+    the queue is), pending for less than `lease` seconds (its task being sent), or chunked or embedded by a
+    task whose heartbeat is younger than `lease` seconds.
+
+    With `queue_empty` (config.celery.queue_is_empty), a task queued more than a lease ago is no longer
+    taken to be waiting: a worker took it and died before it could say so, or the broker lost it.
+    """
+    cutoff = timezone.now() - timedelta(seconds=lease)
+    queued = Q(state=IndexState.PENDING, queued_at__isnull=False)
+    if queue_empty:
+        queued &= Q(queued_at__gte=cutoff)
+    return queued | Q(state__in=UNSETTLED, updated_at__gte=cutoff)
+
+
+def keep_alive(*, document_ids: Iterable, model_id: str) -> None:
+    """The heartbeat of a task chunking or embedding these documents (see `in_flight`)."""
+    IndexStatus.objects.filter(document_id__in=list(document_ids), model_id=model_id, state__in=WORKING).update(
+        updated_at=timezone.now()
+    )
+
+
+def release(*, document_ids: Iterable) -> None:
+    """A task that will run again later (a retry) lets go of these documents: pending, its message not yet sent."""
+    IndexStatus.objects.filter(document_id__in=list(document_ids), state__in=UNSETTLED).update(
+        state=IndexState.PENDING, updated_at=timezone.now(), queued_at=None
+    )
+
+
+def give_up(*, document_ids: Iterable, reason: str) -> None:
+    """A task failed for good: its documents still waiting for it are failed with the reason (reconciliation retries them)."""
+    IndexStatus.objects.filter(document_id__in=list(document_ids), state__in=UNSETTLED).update(
+        state=IndexState.FAILED, updated_at=timezone.now(), error=reason[:2000]
+    )
 
 
 @dataclass(frozen=True)
@@ -159,7 +217,7 @@ def index_state_counts(model_id: str) -> dict[str, int]:
 def oldest_waiting_seconds(model_id: str) -> float:
     """Seconds since the longest-waiting unfinished indexing of `model_id` (pending, chunking, embedding) last moved; 0 when none waits."""
     oldest = (
-        IndexStatus.objects.filter(model_id=model_id, state__in=WAITING, document__deleted_at__isnull=True)
+        IndexStatus.objects.filter(model_id=model_id, state__in=UNSETTLED, document__deleted_at__isnull=True)
         .order_by()
         .aggregate(oldest=Min("updated_at"))["oldest"]
     )

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.expressions import RawSQL
 
+from config.celery import heartbeat
 from config.metrics import KIND_EMBEDDING, provider_call
 from documents.models import Document
 from rag.corpus.cache_token import team_changed
@@ -30,7 +31,7 @@ from rag.corpus.vector_index import ensure_vector_index
 from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
 from rag.indexing.graph_extraction import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
-from rag.indexing.index_status import set_state
+from rag.indexing.index_status import keep_alive, set_state
 from rag.indexing.keyword_postings import keyword_columns, refresh_title, write_postings
 from rag.indexing.model_switch import record_first_model, serving_models_of, switch_covered_teams
 from rag.models import Chunk, IndexState, IndexStatus
@@ -192,7 +193,15 @@ def _index_for(provider: EmbeddingProvider, *, document_ids: list, force: bool) 
     todo = _behind(live, model_id=model_id, force=force, result=result)
     if not todo:
         return result
-    set_state([d.pk for d in todo], model_id, IndexState.CHUNKING, attempts=F("attempts") + 1)
+    ids = [d.pk for d in todo]
+    set_state(ids, model_id, IndexState.CHUNKING, attempts=F("attempts") + 1)
+    # Alive to the recovery passes however long the embedding takes; a dead process stops beating.
+    with heartbeat(lambda: keep_alive(document_ids=ids, model_id=model_id), every=settings.TASK_HEARTBEAT_INTERVAL):
+        return _index_todo(provider, todo, result)
+
+
+def _index_todo(provider: EmbeddingProvider, todo: list[Document], result: IndexResult) -> IndexResult:
+    model_id = provider.model_id
     planned = [_plan(document, provider) for document in todo]
     set_state([d.pk for d in todo], model_id, IndexState.EMBEDDING)
     try:

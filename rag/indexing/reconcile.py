@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from documents.models import Document
 from rag.corpus.names import entity_key, is_meaningful_key
+from rag.indexing.index_status import WORKING
 from rag.indexing.model_switch import documents_lacking_configured_model
 from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
 
@@ -121,26 +122,36 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     return report
 
 
-def stuck(*, lease: int, model_id: str | None = None) -> list[uuid.UUID]:
-    """Live documents whose current version is not indexed and whose indexing has not moved for `lease` seconds.
+def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False) -> list[uuid.UUID]:
+    """Live documents whose current version is not indexed and that no task holds, for `lease` seconds.
 
     That is: saved with no index status at all, or saved again while the status still says indexed (the
-    process died between the commit and queueing the task), or pending, chunking or embedding for longer
-    than the lease (the task was lost with its process). Failed documents are left to `reconcile`, or a
-    permanent failure would be retried on every pass.
+    process died between the commit and queueing the task); pending with no task ever handed to the
+    broker (it was down); or chunking or embedding with no heartbeat for the lease (the task died with
+    its process). A document pending with its task in the queue is left to it, however long the queue:
+    queued again, it would wait there twice; unless `queue_empty` says no task waits there at all, when
+    one queued a lease ago was taken by a worker that died, or lost with the broker. Failed documents are
+    left to `reconcile`, or a permanent failure would be retried on every pass.
     """
     model_id = model_id or settings.RAG_EMBEDDING_MODEL
     cutoff = timezone.now() - timedelta(seconds=lease)
-    working = [IndexState.PENDING, IndexState.CHUNKING, IndexState.EMBEDDING]
-    # Never indexed for this model, or indexed at an older version: lost, unless the team is still
-    # searched with an earlier model, whose backfill builds them (queued here, they would be queued
-    # again every pass while the backfill runs).
-    unqueued = Q(status__id__isnull=True) | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
+    # Never indexed for this model, or indexed at an older version, or its task never sent: lost, unless
+    # the team is still searched with an earlier model, whose backfill builds them (queued here, they
+    # would be queued again every pass while the backfill runs).
+    unsent = Q(status__queued_at__isnull=True)
+    if queue_empty:
+        unsent |= Q(status__queued_at__lt=cutoff)
+    unqueued = (
+        Q(status__id__isnull=True)
+        | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))
+        | (Q(status__state=IndexState.PENDING, status__updated_at__lt=cutoff) & unsent)
+    )
+    abandoned = Q(status__state__in=WORKING, status__updated_at__lt=cutoff)
     behind = ServingModel.objects.exclude(model_id=model_id).values("team_id")
     # One outer join of documents and this model's statuses (two scans, hashed), not a lookup per document.
     return list(
         Document.objects.annotate(status=FilteredRelation("index_statuses", condition=Q(index_statuses__model_id=model_id)))
         .filter(deleted_at__isnull=True, updated_at__lt=cutoff)
-        .filter((unqueued & ~Q(team_id__in=behind)) | Q(status__state__in=working, status__updated_at__lt=cutoff))
+        .filter((unqueued & ~Q(team_id__in=behind)) | abandoned)
         .values_list("pk", flat=True)
     )

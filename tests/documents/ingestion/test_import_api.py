@@ -7,7 +7,7 @@ from django.test import Client
 from pytest_django import Settings
 
 from documents.ingestion import jobs as import_jobs
-from documents.models import Document, ImportFile, ImportJob, Source
+from documents.models import Document, ImportJob, Source
 from rag.providers.embeddings import get_embedding_provider
 from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.conftest import JobInfo, Upload, outcomes, reasons
@@ -240,15 +240,6 @@ def test_a_job_links_only_the_documents_the_viewer_may_read(cast: Cast, upload: 
     cast.bob.save()
     (entry,) = job_info(cast.bob, job_id)["files"]
     assert (entry["documentId"], entry["title"], entry["outcome"]) == (None, "", "created")
-
-
-def test_the_job_rows_hold_each_file_once_when_a_job_is_run_again(cast: Cast, upload: Upload) -> None:
-    job_id = upload(cast.alice, cast.handbook, {"a.md": b"# A"})["data"]["id"]
-    ImportJob.objects.filter(pk=job_id).update(stage="parsing")  # as a worker that died mid-way leaves it
-    ImportJob.objects.filter(pk=job_id).update(uploads=[])
-    import_jobs.import_uploads(job_id=job_id)
-    assert ImportFile.objects.filter(job_id=job_id).count() == 0
-    assert ImportJob.objects.get(pk=job_id).stage == "done"
 
 
 def test_the_admin_lists_jobs_with_each_files_outcome_and_the_sources(cast: Cast, upload: Upload, client: Client) -> None:

@@ -16,6 +16,7 @@ import redis
 from config.celery import app
 from documents.models import Document
 from rag.models import Chunk, IndexState, IndexStatus
+from tests.conftest import use_broker
 from tests.servers import database_env
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class Worker:
-    def __init__(self, broker_url: str, extra_env: dict[str, str]) -> None:
+    def __init__(self, broker_url: str, extra_env: dict[str, str], args: tuple[str, ...] = ()) -> None:
+        self.args = args
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.local",
@@ -50,6 +52,7 @@ class Worker:
                 "--loglevel=" + os.environ.get("CAIRN_WORKER_LOGLEVEL", "warning"),
                 "--without-gossip",
                 "--without-mingle",
+                *self.args,
             ],
             cwd=ROOT,
             env=self.env,
@@ -62,13 +65,6 @@ class Worker:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
-
-
-def use_broker(url: str, *, eager: bool) -> None:
-    """Point the app at `url`, dropping pooled connections made for the previous broker."""
-    app.conf.update(broker_url=url, task_always_eager=eager)
-    app._pool = None
-    app.amqp._producer_pool = None
 
 
 @pytest.fixture
@@ -91,8 +87,9 @@ def broker(settings, test_broker):
 def worker_factory(broker, test_broker) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
-    def make(**extra_env: str) -> Worker:
-        worker = Worker(test_broker.celery_url, extra_env)
+    def make(*args: str, **extra_env: str) -> Worker:
+        """A worker with these command-line arguments (`--beat`, say) and settings."""
+        worker = Worker(test_broker.celery_url, extra_env, args)
         workers.append(worker)
         return worker
 
@@ -190,6 +187,49 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(cast, worker_fac
     wait_until(lambda: fully_indexed(documents), 90, "documents were lost after the worker was killed")
     assert_exactly_current_chunks(documents)
     assert Chunk.objects.filter(document__deleted_at__isnull=False).count() == 0
+
+
+def test_an_index_task_whose_database_connection_drops_is_retried_and_the_document_becomes_searchable(
+    cast, api_for, worker_factory, broker
+):
+    from django.db import connection
+
+    alice = api_for(cast.alice)
+
+    def create(title: str, text: str) -> str:
+        body = {"title": title, "text": f"# {title}\n\n{text}", "collectionId": str(cast.handbook.id), "publish": True}
+        return alice.post("documents.create", body).json()["data"]["id"]
+
+    # Slow embedding: the connection drops while the task holds the document, between its queries.
+    worker_factory(RAG_FAKE_EMBED_DELAY="2").start()
+    # A first document, indexed, and nothing left in the queue: the reconciliation a starting worker
+    # queues has run, so only a retry can index the second one in time.
+    first = create("Bats", "Bats sleep by day.")
+    idle = {"polls": 0}
+
+    def settled() -> bool:
+        quiet = fully_indexed(Document.objects.filter(pk=first)) and not broker.llen("celery") and not broker.hlen("unacked")
+        idle["polls"] = idle["polls"] + 1 if quiet else 0
+        return idle["polls"] >= 2
+
+    wait_until(settled, 60, "the worker never indexed the first document")
+    document_id = create("Owls", "Owls hunt at night.")
+    embedding = IndexStatus.objects.filter(document_id=document_id, state=IndexState.EMBEDDING)
+    wait_until(embedding.exists, 30, "indexing never started")
+    # What a database restart, a failover or a proxy's cut does to the worker: its connections end mid-task.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1, "the worker had no connection to end"
+    assert embedding.exists(), "the task finished before its connection dropped: nothing was tested"
+
+    document = Document.objects.get(pk=document_id)
+    wait_until(lambda: fully_indexed([document]), 30, "the task was not retried after its connection dropped")
+    assert_exactly_current_chunks([document])
+    hits = api_for(cast.bob).post("rag.search", {"query": "owls hunt", "mode": "keyword"}).json()["data"]
+    assert [h["document"]["id"] for h in hits] == [document_id]
 
 
 def test_after_a_model_change_search_keeps_the_old_model_until_the_backfill_covers_the_team(
