@@ -90,11 +90,10 @@ def collections_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         )
         messages.success(request, f'Created "{collection.name}". Share it with groups and people below.')
         return redirect("team-collection", collection_id=collection.pk)
-    collections = [(c, selectors.collection_grants(collection=c)) for c in selectors.team_collection_list(user=request.user)]
     return render(
         request,
         "documents/team_collections.html",
-        {"collections": collections, "form": form, "section": "collections"},
+        {"collections": selectors.team_collection_list(user=request.user), "form": form, "section": "collections"},
         status=400 if form.errors else 200,
     )
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from config.errors import NotFound
 from documents.models import (
@@ -115,10 +115,11 @@ def collection_list(*, user: User) -> CollectionQuerySet:
 
 
 def team_collection_list(*, user: User) -> CollectionQuerySet:
-    """Every collection of a team admin's team, `none` ones they cannot read included (what they manage), by name."""
+    """Every collection of a team admin's team, `none` ones they cannot read included (what they manage), by name,
+    each with `grant_count`, how many groups and people it is shared with."""
     if not can_manage_collections(user):
         return Collection.objects.none()
-    return Collection.objects.of_team(user).order_by("name", "id")
+    return Collection.objects.of_team(user).annotate(grant_count=Count("memberships")).order_by("name", "id")
 
 
 @dataclass(frozen=True)

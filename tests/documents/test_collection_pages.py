@@ -23,6 +23,7 @@ def test_the_page_lists_every_collection_of_the_team_none_ones_included(signed_i
     html = response.content.decode()
     assert response.status_code == 200
     assert all(name in html for name in ("Handbook", "Private", "Board minutes")) and "Their strategy" not in html
+    assert html.count("shared with 1<") == 2  # alice, a member of Handbook and of Private
     assert "nonce-" in response["Content-Security-Policy"]
 
 
