@@ -41,6 +41,11 @@ class Forbidden(ApplicationError):
     status = 403
 
 
+class CollectionNotEmpty(ApplicationError):
+    code = "collection_not_empty"
+    status = 409
+
+
 class RagDisabled(ApplicationError):
     code = "rag_disabled"
 

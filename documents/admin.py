@@ -35,14 +35,25 @@ class CollectionMembershipInline(admin.TabularInline):
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "team", "default_access", "created_at"]
-    list_filter = ["team", "default_access"]
+    list_display = ["name", "team", "default_access", "created_at", "deleted_at"]
+    list_filter = ["team", "default_access", ("deleted_at", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
+    readonly_fields = ["deleted_at"]
     inlines = [CollectionMembershipInline]
+    actions = ["restore"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Collection | None = None) -> list[str]:
         # Its documents, their passages and graph facts belong to its team: a collection keeps it.
         return [*self.readonly_fields, "team"] if obj else list(self.readonly_fields)
+
+    @admin.action(
+        description="Restore selected deleted collections (and the documents deleted with them)", permissions=["change"]
+    )
+    def restore(self, request: HttpRequest, queryset: QuerySet[Collection]) -> None:
+        collections = list(queryset.filter(deleted_at__isnull=False))
+        for collection in collections:
+            services.collection_restore(collection=collection)
+        self.message_user(request, f"Restored {len(collections)} collection(s).")
 
 
 class DocumentMembershipInline(admin.TabularInline):

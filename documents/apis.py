@@ -27,6 +27,7 @@ from permissions.policy import (
     can_write_collection,
     can_write_document,
 )
+from permissions.selectors import team_group_get, team_member_get
 
 
 class TagsField(serializers.ListField):
@@ -220,7 +221,7 @@ class DocumentAddUserApi(RpcApi):
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = _writable_document(request.user, data["id"])
-        member = selectors.team_member_get(user=request.user, user_id=data["userId"])
+        member = team_member_get(user=request.user, user_id=data["userId"])
         services.document_membership_set(document=document, user=member, role=data["role"])
         return respond(DocumentOutput, document)
 
@@ -233,7 +234,7 @@ class DocumentRemoveUserApi(RpcApi):
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         document = _writable_document(request.user, data["id"])
-        member = selectors.team_member_get(user=request.user, user_id=data["userId"])
+        member = team_member_get(user=request.user, user_id=data["userId"])
         services.document_membership_remove(document=document, user=member)
         return respond(DocumentOutput, document)
 
@@ -310,7 +311,7 @@ class CollectionAddUserApi(RpcApi):
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
-        member = selectors.team_member_get(user=request.user, user_id=data["userId"])
+        member = team_member_get(user=request.user, user_id=data["userId"])
         services.collection_membership_set(collection=collection, user=member, role=data["role"])
         return respond(CollectionOutput, collection)
 
@@ -323,9 +324,128 @@ class CollectionRemoveUserApi(RpcApi):
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
-        member = selectors.team_member_get(user=request.user, user_id=data["userId"])
+        member = team_member_get(user=request.user, user_id=data["userId"])
         services.collection_membership_remove(collection=collection, user=member)
         return respond(CollectionOutput, collection)
+
+
+class GrantOutput(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["user", "group"])
+    id = serializers.UUIDField(help_text="The user's or the group's id.")
+    name = serializers.CharField(help_text="The user's name or the group's.")
+    role = serializers.CharField(help_text="read or read_write.")
+
+
+class CollectionInfoOutput(CollectionOutput):
+    grants = GrantOutput(many=True, help_text="Groups and people the collection is shared with beyond its default access.")
+
+
+class CollectionDeletedOutput(CollectionOutput):
+    deletedAt = serializers.DateTimeField(source="deleted_at")
+
+
+def _managed_collection(user: User, collection_id: uuid.UUID) -> Collection:
+    """A collection of the team for a team admin; Forbidden for a member who can read it, NotFound for anyone else."""
+    collection = selectors.collection_get_to_change(user=user, collection_id=collection_id)
+    if not can_manage_collections(user):
+        raise Forbidden("Only team admins can change a collection's settings or delete it.")
+    return collection
+
+
+def _with_grants(collection: Collection) -> Collection:
+    # ignore: CollectionInfoOutput renders a collection carrying its grants, which are no field of the model.
+    collection.grants = selectors.collection_grants(collection=collection)  # type: ignore[attr-defined]
+    return collection
+
+
+class CollectionInfoApi(RpcApi):
+    """One collection and whom it is shared with: for those who can read it, and for the team's admins."""
+
+    write_scope = False
+    Input = IdInput
+
+    @extend_schema(responses=envelope(CollectionInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        collection = selectors.collection_get_to_change(user=request.user, collection_id=data["id"])
+        return respond(CollectionInfoOutput, _with_grants(collection))
+
+
+class CollectionUpdateApi(RpcApi):
+    """Rename a collection, change its description or the team's default access (team admins)."""
+
+    write_scope = True
+
+    class Input(IdInput):
+        name = serializers.CharField(max_length=200, required=False)
+        description = serializers.CharField(allow_blank=True, required=False, max_length=10_000)
+        defaultAccess = serializers.ChoiceField(choices=Access.choices, required=False)
+
+    @extend_schema(responses=envelope(CollectionInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        collection = services.collection_update(
+            collection=_managed_collection(request.user, data["id"]),
+            name=data.get("name"),
+            description=data.get("description"),
+            default_access=data.get("defaultAccess"),
+        )
+        return respond(CollectionInfoOutput, _with_grants(collection))
+
+
+class CollectionDeleteApi(RpcApi):
+    """Delete a collection (team admins). One holding documents needs `confirm`: they are deleted with it."""
+
+    write_scope = True
+    error_statuses = (*RpcApi.error_statuses, 409)
+
+    class Input(IdInput):
+        confirm = serializers.BooleanField(
+            default=False, help_text="Delete the documents in it too; without it, a collection holding documents is refused."
+        )
+
+    @extend_schema(responses=envelope(CollectionDeletedOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        collection = services.collection_delete(collection=_managed_collection(request.user, data["id"]), confirm=data["confirm"])
+        return respond(CollectionDeletedOutput, collection)
+
+
+class GroupMemberInput(serializers.Serializer):
+    id = serializers.UUIDField()
+    groupId = serializers.UUIDField()
+
+
+class RoleGroupInput(GroupMemberInput):
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.READ)
+
+
+class CollectionAddGroupApi(RpcApi):
+    """Share a collection with a group of the team, or change the group's role in it."""
+
+    write_scope = True
+    Input = RoleGroupInput
+
+    @extend_schema(responses=envelope(CollectionInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
+        group = team_group_get(user=request.user, group_id=data["groupId"])
+        services.collection_membership_set(collection=collection, group=group, role=data["role"])
+        return respond(CollectionInfoOutput, _with_grants(collection))
+
+
+class CollectionRemoveGroupApi(RpcApi):
+    write_scope = True
+    Input = GroupMemberInput
+
+    @extend_schema(responses=envelope(CollectionInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        collection = _writable_collection(request.user, data["id"], refusal=MANAGE_MEMBERS_REFUSAL)
+        group = team_group_get(user=request.user, group_id=data["groupId"])
+        services.collection_membership_remove(collection=collection, group=group)
+        return respond(CollectionInfoOutput, _with_grants(collection))
 
 
 class SourceOutput(serializers.Serializer):

@@ -53,7 +53,15 @@ class CollectionQuerySet(models.QuerySet):
         member = CollectionMembership.objects.filter(collection_id=OuterRef("pk")).filter(
             Q(user_id=user.pk) | Q(group_id__in=GroupMembership.objects.filter(user_id=user.pk).values("group_id"))
         )
-        return self.filter(team_id=user.team_id).filter(Q(default_access__in=[Access.READ, Access.READ_WRITE]) | Exists(member))
+        return self.filter(team_id=user.team_id, deleted_at__isnull=True).filter(
+            Q(default_access__in=[Access.READ, Access.READ_WRITE]) | Exists(member)
+        )
+
+    def of_team(self, user: User) -> CollectionQuerySet:
+        """Every collection of the user's team that is not deleted, whatever the user may read: what a team admin manages."""
+        if user.team_id is None:
+            return self.none()
+        return self.filter(team_id=user.team_id, deleted_at__isnull=True)
 
 
 class Collection(models.Model):
@@ -69,6 +77,9 @@ class Collection(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+    # Set by collection_delete when the collection held documents: they are deleted with it, and both
+    # stay in the database so an operator can restore them (documents.services.collection_restore).
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     objects = CollectionQuerySet.as_manager()
 

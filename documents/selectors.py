@@ -10,7 +10,16 @@ from django.db import connection
 from django.db.models import Count, QuerySet
 
 from config.errors import NotFound
-from documents.models import Collection, CollectionQuerySet, Document, DocumentQuerySet, ImportFile, ImportJob, Source
+from documents.models import (
+    Collection,
+    CollectionMembership,
+    CollectionQuerySet,
+    Document,
+    DocumentQuerySet,
+    ImportFile,
+    ImportJob,
+    Source,
+)
 from permissions.models import User
 from permissions.policy import can_manage_collections, can_write_collection
 
@@ -91,9 +100,8 @@ def collection_get(*, user: User, collection_id: uuid.UUID) -> Collection:
 def collection_get_to_change(*, user: User, collection_id: uuid.UUID) -> Collection:
     """A collection the user may read, or any of their team's when they are a team admin (who may add to and share
     every collection, `none` ones included, without reading its documents); NotFound otherwise."""
-    team_id = user.team_id
-    if team_id is not None and can_manage_collections(user):
-        collections = Collection.objects.filter(team_id=team_id)
+    if can_manage_collections(user):
+        collections = Collection.objects.of_team(user)
     else:
         collections = Collection.objects.visible_to(user)
     collection = collections.filter(pk=collection_id).first()
@@ -112,16 +120,35 @@ def collection_document_counts(*, user: User) -> dict[uuid.UUID, int]:
     return dict(rows)
 
 
+def team_collection_list(*, user: User) -> CollectionQuerySet:
+    """Every collection of a team admin's team, `none` ones they cannot read included (what they manage), by name,
+    each with `grant_count`, how many groups and people it is shared with."""
+    if not can_manage_collections(user):
+        return Collection.objects.none()
+    return Collection.objects.of_team(user).annotate(grant_count=Count("memberships")).order_by("name", "id")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A membership of a collection: a person's or a group's role in it."""
+
+    kind: str  # "user" or "group"
+    id: uuid.UUID
+    name: str
+    role: str
+
+
+def collection_grants(*, collection: Collection) -> list[Grant]:
+    """Who the collection is shared with beyond its default access: groups first, then people, by name."""
+    memberships = CollectionMembership.objects.filter(collection=collection).select_related("user", "group")
+    groups = [Grant("group", m.group.pk, m.group.name, m.role) for m in memberships if m.group is not None]
+    people = [Grant("user", m.user.pk, m.user.get_username(), m.role) for m in memberships if m.user is not None]
+    return sorted(groups, key=lambda g: g.name.lower()) + sorted(people, key=lambda g: g.name.lower())
+
+
 def writable_collections(*, user: User) -> list[Collection]:
     """The collections `user` may add documents to (the choice on the /import page)."""
     return [c for c in collection_list(user=user) if can_write_collection(user, c)]
-
-
-def team_member_get(*, user: User, user_id: uuid.UUID) -> User:
-    member = User.objects.filter(team_id=user.team_id, pk=user_id, is_active=True).first() if user.team_id else None
-    if member is None:
-        raise NotFound("User not found.")
-    return member
 
 
 def document_source(*, user: User, document_id: uuid.UUID, version: int | None = None) -> Source | None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from config.errors import CollectionNotEmpty
 from documents.models import (
     Collection,
     CollectionMembership,
@@ -31,6 +34,62 @@ def collection_create(*, by: User, name: str, description: str = "", default_acc
 
 
 @transaction.atomic
+def collection_update(
+    *, collection: Collection, name: str | None = None, description: str | None = None, default_access: str | None = None
+) -> Collection:
+    """Rename, describe or change the team's default access (None: unchanged). Access follows at once:
+    every reader goes through `visible_to`, and the save gives the team a new answer-cache token."""
+    collection = Collection.objects.select_for_update().get(pk=collection.pk)
+    changed = {
+        field: value
+        for field, value in (("name", name), ("description", description), ("default_access", default_access))
+        if value is not None and value != getattr(collection, field)
+    }
+    if changed:
+        for field, value in changed.items():
+            setattr(collection, field, value)
+        collection.full_clean()
+        collection.save(update_fields=list(changed))
+    return collection
+
+
+@transaction.atomic
+def collection_delete(*, collection: Collection, confirm: bool = False) -> Collection:
+    """Delete a collection. One holding documents (not already deleted) is refused unless `confirm`.
+
+    Its documents are deleted as `document_delete` deletes one: out of every list, search and answer
+    at once, their passages leaving the index once the delete commits. The collection itself is
+    only marked deleted, out of sight with its grants, so an operator can restore it and them
+    (`collection_restore`); nothing is erased.
+    """
+    collection = Collection.objects.select_for_update().get(pk=collection.pk)
+    live = Document.objects.filter(collection=collection, deleted_at__isnull=True)
+    if live.exists() and not confirm:
+        raise CollectionNotEmpty(
+            f'The collection "{collection.name}" still holds documents. Send "confirm": true to delete them with it '
+            "(an operator can restore them from the admin)."
+        )
+    collection.deleted_at = timezone.now()
+    collection.save(update_fields=["deleted_at"])
+    documents_delete(documents=live, at=collection.deleted_at)
+    return collection
+
+
+@transaction.atomic
+def collection_restore(*, collection: Collection) -> Collection:
+    """Undo collection_delete: the collection comes back with the documents deleted with it (those deleted
+    before it stay deleted), and they are indexed again."""
+    deleted_at = collection.deleted_at
+    if deleted_at is None:
+        return collection
+    collection.deleted_at = None
+    collection.save(update_fields=["deleted_at"])
+    for document in Document.objects.filter(collection=collection, deleted_at__gte=deleted_at):
+        document_restore(document=document)
+    return collection
+
+
+@transaction.atomic
 def collection_membership_set(
     *, collection: Collection, user: User | None = None, group: Group | None = None, role: str = Role.READ
 ) -> CollectionMembership:
@@ -40,8 +99,9 @@ def collection_membership_set(
 
 
 @transaction.atomic
-def collection_membership_remove(*, collection: Collection, user: User) -> None:
-    CollectionMembership.objects.filter(collection=collection, user=user).delete()
+def collection_membership_remove(*, collection: Collection, user: User | None = None, group: Group | None = None) -> None:
+    lookup = {"user": user} if user is not None else {"group": group}
+    CollectionMembership.objects.filter(collection=collection, **lookup).delete()
 
 
 @transaction.atomic
@@ -154,6 +214,16 @@ def document_delete(*, document: Document) -> Document:
         document.save(update_fields=["deleted_at"])
         document_deleted.send(sender=Document, document_id=document.pk)
     return document
+
+
+@transaction.atomic
+def documents_delete(*, documents: QuerySet[Document], at: datetime | None = None) -> int:
+    """`document_delete` for many documents in one update (a collection's); how many were deleted."""
+    ids = list(documents.filter(deleted_at__isnull=True).select_for_update().values_list("pk", flat=True))
+    Document.objects.filter(pk__in=ids).update(deleted_at=at or timezone.now())
+    for document_id in ids:
+        document_deleted.send(sender=Document, document_id=document_id)
+    return len(ids)
 
 
 @transaction.atomic

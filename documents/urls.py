@@ -19,6 +19,11 @@ urlpatterns = [
     path("jobs.list", apis.JobListApi.as_view()),
     path("collections.create", apis.CollectionCreateApi.as_view()),
     path("collections.list", apis.CollectionListApi.as_view()),
+    path("collections.info", apis.CollectionInfoApi.as_view()),
+    path("collections.update", apis.CollectionUpdateApi.as_view()),
+    path("collections.delete", apis.CollectionDeleteApi.as_view()),
     path("collections.add_user", apis.CollectionAddUserApi.as_view()),
     path("collections.remove_user", apis.CollectionRemoveUserApi.as_view()),
+    path("collections.add_group", apis.CollectionAddGroupApi.as_view()),
+    path("collections.remove_group", apis.CollectionRemoveGroupApi.as_view()),
 ]

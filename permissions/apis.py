@@ -1,7 +1,8 @@
-"""API token endpoints: apiKeys.create (shown once), apiKeys.list, apiKeys.revoke."""
+"""API token endpoints (apiKeys.create, shown once; apiKeys.list; apiKeys.revoke) and the team's groups (groups.*)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
@@ -9,10 +10,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.errors import NotFound
-from config.rpc import RpcApi, envelope, respond
+from config.errors import Forbidden, NotFound
+from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
+from permissions import selectors, services
 from permissions.http import AuthenticatedRequest
-from permissions.models import ApiToken, TokenScope
+from permissions.models import ApiToken, Group, TokenScope, User
+from permissions.policy import can_manage_groups
 from permissions.services import api_token_create, api_token_revoke
 
 
@@ -100,3 +103,136 @@ class ApiTokenRevokeApi(RpcApi):
         if token is None:
             raise NotFound("API token not found.")
         return respond(ApiTokenOutput, api_token_revoke(token=token))
+
+
+class GroupOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    memberCount = serializers.IntegerField(source="member_count")
+
+
+class GroupMemberOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    username = serializers.CharField()
+
+
+class GroupInfoOutput(GroupOutput):
+    members = GroupMemberOutput(many=True, source="member_list", help_text="The group's members, by name.")
+
+
+class GroupPaginationInput(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=25)
+    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
+
+
+class GroupIdInput(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class GroupUserInput(GroupIdInput):
+    userId = serializers.UUIDField()
+
+
+def _group_info(group: Group) -> Group:
+    """The group as GroupInfoOutput renders it: its members and their count, read now."""
+    members = list(selectors.group_members(group=group))
+    # ignore: GroupInfoOutput renders a group carrying its members, which are no field of the model.
+    group.member_list, group.member_count = members, len(members)  # type: ignore[attr-defined]
+    return group
+
+
+def _managed_group(user: User, group_id: uuid.UUID) -> Group:
+    """A group of the team for a team admin; Forbidden for a member of it, NotFound for anyone else."""
+    group = selectors.group_get(user=user, group_id=group_id)
+    if not can_manage_groups(user):
+        raise Forbidden("Only team admins can manage groups.")
+    return group
+
+
+class GroupListApi(RpcApi):
+    """Every group of the team for a team admin; for anyone else, the groups they are in."""
+
+    write_scope = False
+    Input = GroupPaginationInput
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
+
+    @extend_schema(responses=paginated_envelope(GroupOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        return respond_page(GroupOutput, selectors.group_list(user=request.user), limit=data["limit"], offset=data["offset"])
+
+
+class GroupInfoApi(RpcApi):
+    """A group and its members: for a team admin, or a member of the group."""
+
+    write_scope = False
+    Input = GroupIdInput
+
+    @extend_schema(responses=envelope(GroupInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        return respond(GroupInfoOutput, _group_info(selectors.group_get(user=request.user, group_id=data["id"])))
+
+
+class GroupCreateApi(RpcApi):
+    write_scope = True
+    error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
+
+    class Input(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+
+    @extend_schema(responses=envelope(GroupInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        if not can_manage_groups(request.user):
+            raise Forbidden("Only team admins can create groups.")
+        return respond(GroupInfoOutput, _group_info(services.group_create(by=request.user, name=data["name"])))
+
+
+class GroupUpdateApi(RpcApi):
+    write_scope = True
+
+    class Input(GroupIdInput):
+        name = serializers.CharField(max_length=200)
+
+    @extend_schema(responses=envelope(GroupInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        group = services.group_update(group=_managed_group(request.user, data["id"]), name=data["name"])
+        return respond(GroupInfoOutput, _group_info(group))
+
+
+class GroupDeleteApi(RpcApi):
+    """Delete a group: its members lose what was shared with them through it; people and collections stay."""
+
+    write_scope = True
+    Input = GroupIdInput
+
+    @extend_schema(responses=envelope(GroupOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        return respond(GroupOutput, services.group_delete(group=_managed_group(request.user, data["id"])))
+
+
+class GroupAddUserApi(RpcApi):
+    write_scope = True
+    Input = GroupUserInput
+
+    @extend_schema(responses=envelope(GroupInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        group = _managed_group(request.user, data["id"])
+        services.group_member_add(group=group, user=selectors.team_member_get(user=request.user, user_id=data["userId"]))
+        return respond(GroupInfoOutput, _group_info(group))
+
+
+class GroupRemoveUserApi(RpcApi):
+    write_scope = True
+    Input = GroupUserInput
+
+    @extend_schema(responses=envelope(GroupInfoOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        group = _managed_group(request.user, data["id"])
+        services.group_member_remove(group=group, user=selectors.team_member_get(user=request.user, user_id=data["userId"]))
+        return respond(GroupInfoOutput, _group_info(group))

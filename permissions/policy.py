@@ -43,6 +43,11 @@ def can_manage_collections(user: User) -> bool:
     return user.team_id is not None and user.is_team_admin
 
 
+def can_manage_groups(user: User) -> bool:
+    """Team admins create, rename and delete their team's groups and choose their members."""
+    return user.team_id is not None and user.is_team_admin
+
+
 def can_see_team_jobs(user: User) -> bool:
     """Team admins follow the imports of their team into the collections they may read; others see only
     the jobs they started."""

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from config.errors import Forbidden, ValidationFailed
-from permissions.models import ApiToken, Team, TokenScope, User
+from permissions.models import ApiToken, Group, GroupMembership, Team, TokenScope, User
 from permissions.tokens import new_token, token_digest
 
 
@@ -140,3 +140,54 @@ def user_create(
     user.full_clean()
     user.save()
     return user
+
+
+def _group_name_check(*, team_id: uuid.UUID, name: str, group_id: uuid.UUID | None = None) -> None:
+    others = Group.objects.filter(team_id=team_id, name__iexact=name)
+    if group_id is not None:
+        others = others.exclude(pk=group_id)
+    if others.exists():
+        raise ValidationFailed(f'name: your team already has a group named "{name}".')
+
+
+@transaction.atomic
+def group_create(*, by: User, name: str) -> Group:
+    """A group of `by`'s team; callers check can_manage_groups first, which requires a team."""
+    assert by.team_id is not None, "only a user with a team can create a group"
+    _group_name_check(team_id=by.team_id, name=name)
+    group = Group(team_id=by.team_id, name=name)
+    group.full_clean()
+    group.save()
+    return group
+
+
+@transaction.atomic
+def group_update(*, group: Group, name: str) -> Group:
+    if name != group.name:
+        _group_name_check(team_id=group.team_id, name=name, group_id=group.pk)
+        group.name = name
+        group.full_clean()
+        group.save(update_fields=["name"])
+    return group
+
+
+@transaction.atomic
+def group_delete(*, group: Group) -> Group:
+    """Delete a group: its members leave it, and the collections shared with it are no longer shared with them
+    through it (what they may read changes at once). The people and the collections stay."""
+    group_id = group.pk
+    group.delete()
+    group.pk = group_id  # Django clears the instance's id; the caller reports what was deleted
+    return group
+
+
+@transaction.atomic
+def group_member_add(*, group: Group, user: User) -> GroupMembership:
+    assert user.team_id == group.team_id, "callers find the user among the group's team (team_member_get)"
+    membership, _ = GroupMembership.objects.get_or_create(group=group, user=user)
+    return membership
+
+
+@transaction.atomic
+def group_member_remove(*, group: Group, user: User) -> None:
+    GroupMembership.objects.filter(group=group, user=user).delete()

@@ -64,6 +64,10 @@ def build_random_matrix(seed: int, *, teams: int = 3, users: int = 36, documents
         for user in rng.sample(user_rows, 2) if rng.random() < 0.3 else []:
             DocumentMembership.objects.create(document=d, user=user)
             doc_users[d.pk].add(user.pk)
+    # A deleted collection whose documents are not all deleted (one created by an import still running, or
+    # restored alone in the admin): it gives no access, but a document shared with someone stays theirs.
+    collections[0].deleted_at = now
+    Collection.objects.filter(pk=collections[0].pk).update(deleted_at=now)
     return user_rows, docs, {c.pk: c for c in collections}, group_members, coll_users, coll_groups, doc_users
 
 
@@ -71,7 +75,7 @@ def oracle_sees(user, doc, collections, group_members, coll_users, coll_groups, 
     """DESIGN.md's rule, written independently of the ORM."""
     collection = collections[doc.collection_id]
     user_groups = {g for g, members in group_members.items() if user.pk in members}
-    through_collection = (
+    through_collection = collection.deleted_at is None and (
         collection.default_access in (Access.READ, Access.READ_WRITE)
         or user.pk in coll_users[collection.pk]
         or bool(user_groups & coll_groups[collection.pk])

@@ -34,9 +34,9 @@ from rag.indexing.pipeline import index_documents
 from rag.models import Conversation, Mention, QueryLog
 from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.files import make_pdf
-from tests.factories import DocumentFactory
+from tests.factories import DocumentFactory, GroupFactory, GroupMembershipFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags", "conversations"}
+COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags", "conversations", "groups"}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -158,6 +158,17 @@ def handbook_and_bob(world: World) -> dict:
     return {"id": str(world.cast.handbook.id), "userId": str(world.cast.bob.id)}
 
 
+def ops_group(world: World) -> dict:
+    """A group of alice's team with bob in it, made for the case."""
+    group = GroupFactory.create(team=world.cast.alice.team, name="Ops")
+    GroupMembershipFactory.create(group=group, user=world.cast.bob)
+    return {"id": str(group.id)}
+
+
+def handbook_and_ops(world: World) -> dict:
+    return {"id": str(world.cast.handbook.id), "groupId": ops_group(world)["id"]}
+
+
 def subject_entity(world: World) -> uuid.UUID:
     """The entity named by the world's document title (its chunks are its subject mentions)."""
     return Mention.objects.filter(document_id=world.doc.pk, subject=True).values_list("entity_id", flat=True)[0]
@@ -197,6 +208,23 @@ CASES = [
     Case("collections.list", lambda w: {"offset": 1}),
     Case("collections.add_user", lambda w: {**handbook_and_bob(w), "role": "read_write"}),
     Case("collections.remove_user", handbook_and_bob),
+    Case("collections.info", lambda w: {"id": str(w.cast.private.id)}),
+    Case("collections.update", lambda w: {"id": str(w.cast.handbook.id), "name": "Staff handbook", "defaultAccess": "none"}),
+    Case("collections.delete", lambda w: {"id": str(w.cast.handbook.id), "confirm": True}),
+    Case("collections.delete", lambda w: {"id": str(w.cast.handbook.id)}, status=409, note="not-empty"),
+    Case("collections.delete", lambda w: {"id": str(w.cast.handbook.id)}, status=403, caller="bob", note="not-admin"),
+    Case("collections.info", lambda w: {"id": str(w.cast.private.id)}, status=404, caller="charlie"),
+    Case("collections.add_group", lambda w: {**handbook_and_ops(w), "role": "read_write"}),
+    Case("collections.remove_group", handbook_and_ops),
+    Case("groups.list"),
+    Case("groups.info", ops_group),
+    Case("groups.create", lambda w: {"name": "Support"}),
+    Case("groups.update", lambda w: {**ops_group(w), "name": "Operations"}),
+    Case("groups.delete", ops_group),
+    Case("groups.add_user", lambda w: {**ops_group(w), "userId": str(w.cast.alice.id)}),
+    Case("groups.remove_user", lambda w: {**ops_group(w), "userId": str(w.cast.bob.id)}),
+    Case("groups.create", lambda w: {"name": "Mine"}, status=403, caller="bob", note="not-admin"),
+    Case("groups.info", ops_group, status=404, caller="charlie"),
     Case("apiKeys.create", lambda w: {"scope": "read"}),
     Case(
         "apiKeys.create",
