@@ -179,7 +179,7 @@ def test_a_name_taken_by_another_user_is_not_theirs(client: Client, cast: Cast, 
     assert not cast.alice.external_identities.exists()
 
 
-def test_the_login_page_offers_the_provider_only_when_configured(client: Client, db: None, settings: Settings) -> None:
+def test_the_login_page_offers_the_provider_only_when_configured(client: Client, cast: Cast, settings: Settings) -> None:
     assert "Sign in with" not in client.get("/login").content.decode()
     assert client.get("/login/sso").status_code == 404
     assert client.get("/login/sso/callback?code=x&state=y").status_code == 404
@@ -188,20 +188,20 @@ def test_the_login_page_offers_the_provider_only_when_configured(client: Client,
     assert '<a class="button sso" href="/login/sso?next=/graph">Sign in with Keycloak</a>' in page
 
 
-def test_an_unreachable_provider_gives_a_page_not_an_error(client: Client, sso: Provider, settings: Settings, db: None) -> None:
+def test_an_unreachable_provider_gives_a_page_not_an_error(client: Client, sso: Provider, settings: Settings, cast: Cast) -> None:
     settings.OIDC_ISSUER = "http://127.0.0.1:9"  # discard: nothing listens
     response = client.get("/login/sso")
     assert response.status_code == 502 and "could not be reached" in response.content.decode()
 
 
-def test_the_provider_saying_no_ends_on_a_page(client: Client, sso: Provider, db: None) -> None:
+def test_the_provider_saying_no_ends_on_a_page(client: Client, sso: Provider, cast: Cast) -> None:
     start = client.get("/login/sso")
     state = dict(part.split("=", 1) for part in urlsplit(start["Location"]).query.split("&"))["state"]
     response = client.get(f"/login/sso/callback?error=access_denied&state={state}")
     assert response.status_code == 403 and "The provider did not sign you in." in response.content.decode()
 
 
-def test_a_callback_this_browser_did_not_start_is_refused(client: Client, sso: Provider, db: None) -> None:
+def test_a_callback_this_browser_did_not_start_is_refused(client: Client, sso: Provider, cast: Cast) -> None:
     client.get("/login/sso")  # this browser's state is another
     response = client.get("/login/sso/callback?code=stolen&state=forged")
     assert response.status_code == 400 and "could not be verified" in response.content.decode()
