@@ -9,13 +9,13 @@ from config.metrics import metrics_view
 from documents.pages import document_original, document_page, import_page
 from permissions.oidc import sso_callback_page, sso_start_page
 from permissions.pages import admin_login_page, login_page, logout_page
-from rag.library_pages import collection_page, documents_page, search_page
 from permissions.password_reset import (
     password_reset_complete_page,
     password_reset_confirm_page,
     password_reset_page,
     password_reset_sent_page,
 )
+from rag.library_pages import collection_page, documents_page, search_page
 from rag.mcp.views import McpApi
 from rag.pages import ask_page, graph_page
 
