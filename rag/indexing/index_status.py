@@ -17,6 +17,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from documents.index_state import IndexState as DocumentIndexState
 from documents.models import Document
 from permissions.models import User
 from rag.corpus.serving_model import configured_model, fallback_model, serving_model
@@ -106,6 +107,19 @@ def documents_awaiting_index(document_ids: list) -> int:
         Q(state=IndexState.FAILED) | Q(state=IndexState.INDEXED, indexed_version__gte=F("document__version"))
     )
     return len(set(document_ids)) - settled.count()
+
+
+def document_index_state(document: Document) -> DocumentIndexState | None:
+    """Whether the document's current version is in the index of the configured model (as `documents_awaiting_index`
+    asks for an import): registered with documents.index_state for the document page. None with RAG_ENABLED=false."""
+    if not settings.RAG_ENABLED:
+        return None
+    status = IndexStatus.objects.filter(document_id=document.pk, model_id=settings.RAG_EMBEDDING_MODEL).first()
+    if status is not None and status.state == IndexState.INDEXED and (status.indexed_version or 0) >= document.version:
+        return "indexed"
+    if status is not None and status.state == IndexState.FAILED:
+        return "failed"
+    return "pending"
 
 
 def index_state_counts(model_id: str) -> dict[str, int]:
