@@ -33,6 +33,7 @@ urlpatterns = [
     path("collections/<uuid:collection_id>", collection_page, name="collection"),
     path("doc/<uuid:document_id>", document_page, name="document"),
     path("doc/<uuid:document_id>/original", document_original, name="document-original"),
+    path("doc/<uuid:document_id>/", include("documents.page_urls")),
     path("import", import_page, name="import"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),

@@ -131,7 +131,12 @@ class DocumentAdmin(admin.ModelAdmin):
             # `obj` holds the form's values but the row does not yet: each service reads it again, locked.
             document = services.document_move(document=obj, collection=data["collection"])
             document = services.document_update(
-                document=document, title=data["title"], text=data["text"], tags=data["tags"], publish=data.get("publish", False)
+                document=document,
+                by=request.user if isinstance(request.user, User) else None,
+                title=data["title"],
+                text=data["text"],
+                tags=data["tags"],
+                publish=data.get("publish", False),
             )
         else:
             assert isinstance(request.user, User), "the admin serves signed-in staff only"

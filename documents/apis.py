@@ -169,6 +169,7 @@ class DocumentUpdateApi(RpcApi):
         data = self.validated(request)
         document = services.document_update(
             document=_writable_document(request.user, data["id"]),
+            by=request.user,
             title=data.get("title"),
             text=data.get("text"),
             publish=data["publish"],
@@ -476,6 +477,54 @@ class DocumentInfoApi(RpcApi):
         # ignore: DocumentInfoOutput renders a document carrying its source (rag.mcp.tools sets it the same way).
         document.source = selectors.source_of(document=document)  # type: ignore[attr-defined]
         return respond(DocumentInfoOutput, document)
+
+
+class VersionOutput(serializers.Serializer):
+    id = serializers.UUIDField(help_text="The history entry.")
+    version = serializers.IntegerField(
+        help_text="The document's version; a title change alone keeps it, so entries can share one."
+    )
+    title = serializers.CharField()
+    createdBy = serializers.UUIDField(
+        source="created_by_id", allow_null=True, help_text="Who made the change; null when unknown."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class VersionTextOutput(VersionOutput):
+    text = serializers.CharField(allow_blank=True)
+
+
+class DocumentVersionsApi(RpcApi):
+    """A document's history, newest first: one entry per title or text change."""
+
+    write_scope = False
+
+    class Input(PaginationInput, IdInput):
+        pass
+
+    @extend_schema(responses=paginated_envelope(VersionOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        document = selectors.document_get(user=request.user, document_id=data["id"])
+        return respond_page(
+            VersionOutput, selectors.document_versions(document=document), limit=data["limit"], offset=data["offset"]
+        )
+
+
+class DocumentVersionApi(RpcApi):
+    """A document's title and text at one version."""
+
+    write_scope = False
+
+    class Input(IdInput):
+        version = serializers.IntegerField(min_value=1, max_value=2_147_483_647)
+
+    @extend_schema(responses=envelope(VersionTextOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        entry = selectors.document_version_at(user=request.user, document_id=data["id"], version=data["version"])
+        return respond(VersionTextOutput, entry)
 
 
 class ImportFileOutput(serializers.Serializer):

@@ -220,6 +220,30 @@ class Document(models.Model):
         return f"/doc/{self.id}"
 
 
+class DocumentVersion(models.Model):
+    """A document's title and text as one change left them: written by the services on create and on every
+    title or text change, so the history can be listed, diffed and restored.
+
+    `version` is the document's version at the time: a text change makes a new one, a title change
+    alone keeps it (it costs no reindex), so a version's entries share one text. Read them through
+    the document (documents.selectors.document_versions): who reads the document reads its history.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    title = models.CharField(max_length=500)
+    text = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["document", "version", "created_at"], name="document_version_order")]
+
+    def __str__(self) -> str:
+        return f"{self.title} (version {self.version})"
+
+
 class DocumentMembership(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="document_memberships")

@@ -5,6 +5,9 @@ CSP in config/csp.py backs this up). Images never load, since a remote image is 
 drop the syntax, document pages show the image's description instead. Link reference definitions
 are off. Answers have no links at all (a model could write one); a document's own links are kept
 when they are http(s), mailto or relative, and marked nofollow, noopener and noreferrer.
+
+Documents also get pipe tables (as the HTML and DOCX importers write them), their column alignment
+as a class: the pages' CSP allows no style attribute.
 """
 
 from __future__ import annotations
@@ -40,6 +43,18 @@ def _image_as_text(self: RendererHTML, tokens: list[Token], idx: int, options: O
     return f'<span class="image">[image: {escape(alt)}]</span>' if alt else '<span class="image">[image]</span>'
 
 
+_ALIGN = re.compile(r"text-align:(left|center|right)")
+
+
+def _cell_open(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    token = tokens[idx]
+    if (style := token.attrGet("style")) is not None:
+        token.attrs.pop("style", None)
+        if align := _ALIGN.fullmatch(str(style)):
+            token.attrSet("class", f"align-{align[1]}")
+    return self.renderToken(tokens, idx, options, env)
+
+
 def _link_open(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
     tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
     return self.renderToken(tokens, idx, options, env)
@@ -47,13 +62,16 @@ def _link_open(self: RendererHTML, tokens: list[Token], idx: int, options: Optio
 
 @cache
 def document_markdown() -> MarkdownIt:
-    """The renderer for document pages: raw HTML and link definitions disabled, images as text, safe links only."""
+    """The renderer for document pages: raw HTML and link definitions disabled, images as text, safe links only, tables."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.disable(["html_inline", "html_block", "reference"])
+    md.enable("table")
     default_validate = md.validateLink
     md.validateLink = lambda url: bool(default_validate(url) and _SAFE_URL.match(url.strip()))  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_text)
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("th_open", _cell_open)
+    md.add_render_rule("td_open", _cell_open)
     return md
 
 
@@ -79,12 +97,42 @@ def _passage_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     return start, max(start, end)
 
 
-def document_html(text: str, *, highlight: tuple[int, int] | None = None) -> str:
+def title_heading_end(text: str, title: str) -> int:
+    """Where the text goes on after its opening H1 when that heading repeats `title` (0 when it does not).
+
+    Imported files and documents written as Markdown usually open with their title; the page shows
+    the title once, above the text. The heading is compared as it reads (no markup, spacing or case).
+    """
+    tokens = document_markdown().parse(text[:2_000])  # the opening heading is within the first lines
+    if len(tokens) < 3 or tokens[0].type != "heading_open" or tokens[0].tag != "h1" or tokens[0].map is None:
+        return 0
+    md = document_markdown()
+    assert isinstance(md.renderer, RendererHTML), "document_markdown renders HTML"
+    heading = md.renderer.renderInlineAsText(tokens[1].children or [], md.options, {})
+    if " ".join(heading.split()).casefold() != " ".join(title.split()).casefold():
+        return 0
+    end = 0
+    for _ in range(tokens[0].map[1]):  # the heading's lines: one for `# Title`, two for a setext `Title\n===`
+        end = text.find("\n", end) + 1
+        if end == 0:
+            return len(text)
+    return end
+
+
+def document_html(text: str, *, highlight: tuple[int, int] | None = None, title: str | None = None) -> str:
     """A document's Markdown as safe HTML; characters `highlight` spans (offsets into `text`) in `<mark>`s.
 
     The marks wrap text only, never tags, so a passage spanning paragraphs, list items or a code
     block is marked piece by piece; the first piece has the id `passage` a citation link scrolls to.
+    With `title`, an opening H1 repeating it is left out (see title_heading_end); a highlight
+    starting in it starts after it.
     """
+    if title is not None and (cut := title_heading_end(text, title)):
+        text = text[cut:]
+        if highlight is not None:
+            highlight = (max(0, highlight[0] - cut), max(0, highlight[1] - cut))
+            if highlight[0] >= highlight[1]:
+                highlight = None
     if highlight is None:
         return document_markdown().render(_unmarked(text))
     start, end = _passage_bounds(text, *highlight)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from config.errors import NotFound
 from documents.models import (
@@ -16,6 +16,7 @@ from documents.models import (
     CollectionQuerySet,
     Document,
     DocumentQuerySet,
+    DocumentVersion,
     ImportFile,
     ImportJob,
     Source,
@@ -179,6 +180,36 @@ def source_pages(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[tup
         source = sources.get((document_id, version))
         pages[(document_id, version, offset)] = source.page_of(offset) if source is not None else None
     return pages
+
+
+def document_versions(*, document: Document) -> QuerySet[DocumentVersion]:
+    """The history of a document the caller loaded through `visible_to` (`document_get`), newest first, without the texts."""
+    return (
+        DocumentVersion.objects.filter(document=document)
+        .select_related("created_by")
+        .defer("text")
+        .order_by("-version", "-created_at", "-id")
+    )
+
+
+def document_version_get(*, document: Document, entry_id: uuid.UUID) -> tuple[DocumentVersion, DocumentVersion | None]:
+    """One entry of the history of a document the caller may read, and the entry before it (None for the first)."""
+    entries = DocumentVersion.objects.filter(document=document).select_related("created_by")
+    entry = entries.filter(pk=entry_id).first()
+    if entry is None:
+        raise NotFound("Version not found.")
+    earlier = Q(version__lt=entry.version) | Q(version=entry.version, created_at__lt=entry.created_at)
+    previous = entries.filter(earlier).order_by("-version", "-created_at", "-id").first()
+    return entry, previous
+
+
+def document_version_at(*, user: User, document_id: uuid.UUID, version: int) -> DocumentVersion:
+    """The document's title and text at `version` (its last title there), for whoever may read the document."""
+    document = document_get(user=user, document_id=document_id)
+    entry = DocumentVersion.objects.filter(document=document, version=version).order_by("-created_at", "-id").first()
+    if entry is None:
+        raise NotFound("Version not found.")
+    return entry
 
 
 def import_job_get(*, user: User, job_id: uuid.UUID) -> ImportJob:

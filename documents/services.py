@@ -15,6 +15,7 @@ from documents.models import (
     CollectionMembership,
     Document,
     DocumentMembership,
+    DocumentVersion,
 )
 from documents.signals import document_deleted, document_saved
 from documents.tags import normalise_tags
@@ -128,20 +129,37 @@ def document_create(
     )
     document.full_clean()
     document.save()
+    _version_record(document=document, by=by)
     document_saved.send(sender=Document, document_id=document.pk, content_changed=True)
     return document
+
+
+def _version_record(*, document: Document, by: User | None) -> DocumentVersion:
+    """The document's title and text as they now are, in its history."""
+    return DocumentVersion.objects.create(
+        document=document,
+        version=document.version,
+        title=document.title,
+        text=document.text,
+        created_by=by,
+        created_at=document.updated_at,
+    )
 
 
 @transaction.atomic
 def document_update(
     *,
     document: Document,
+    by: User | None = None,
     title: str | None = None,
     text: str | None = None,
     publish: bool = False,
     tags: Sequence[str] | None = None,
 ) -> Document:
-    """Update title, text and/or tags (None: unchanged; tags replace the old ones); a text change bumps the version (and so reindexes)."""
+    """Update title, text and/or tags (None: unchanged; tags replace the old ones); a text change bumps the version (and so reindexes).
+
+    A title or text change is written to the history as `by`'s.
+    """
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
     document = Document.objects.select_for_update().get(pk=document.pk)
     title_changed = content_changed = tags_changed = False
@@ -164,6 +182,8 @@ def document_update(
     document.updated_at = timezone.now()
     document.full_clean()
     document.save()
+    if title_changed or content_changed:
+        _version_record(document=document, by=by)
     if title_changed or content_changed or published_now:
         document_saved.send(sender=Document, document_id=document.pk, content_changed=content_changed or published_now)
     return document
@@ -184,6 +204,12 @@ def document_move(*, document: Document, collection: Collection) -> Document:
     document.full_clean()
     document.save(update_fields=["collection", "updated_at"])
     return document
+
+
+def document_revert(*, document: Document, to: DocumentVersion, by: User) -> Document:
+    """Make an earlier title and text the document's again: a change like any other, so a new version when the text differs."""
+    assert to.document_id == document.pk, "a document is reverted to an entry of its own history"
+    return document_update(document=document, by=by, title=to.title, text=to.text)
 
 
 def document_publish(*, document: Document) -> Document:

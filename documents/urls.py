@@ -11,6 +11,8 @@ urlpatterns = [
     path("documents.archive", apis.DocumentArchiveApi.as_view()),
     path("documents.unarchive", apis.DocumentUnarchiveApi.as_view()),
     path("documents.publish", apis.DocumentPublishApi.as_view()),
+    path("documents.versions", apis.DocumentVersionsApi.as_view()),
+    path("documents.version", apis.DocumentVersionApi.as_view()),
     path("documents.add_user", apis.DocumentAddUserApi.as_view()),
     path("documents.remove_user", apis.DocumentRemoveUserApi.as_view()),
     path("documents.import", apis.DocumentImportApi.as_view()),

@@ -8,6 +8,7 @@ from documents.models import (
     CollectionMembership,
     Document,
     DocumentMembership,
+    DocumentVersion,
 )
 from permissions.models import Access, Group, GroupMembership, Role, Team, User
 
@@ -61,12 +62,26 @@ class CollectionMembershipFactory(factory.django.DjangoModelFactory[CollectionMe
 class DocumentFactory(factory.django.DjangoModelFactory[Document]):
     class Meta:
         model = Document
+        skip_postgeneration_save = True
 
     collection = factory.SubFactory(CollectionFactory)
     team = factory.LazyAttribute(lambda o: o.collection.team)
     title = factory.Sequence(lambda n: f"Document {n}")
     text = "Some text."
     published_at = factory.LazyFunction(timezone.now)
+
+    @factory.post_generation
+    def history(obj: Document, create: bool, extracted: object, **kwargs: object) -> None:
+        """Its title and text as the first entry of its history, as documents.services.document_create writes it."""
+        if create:
+            DocumentVersion.objects.create(
+                document=obj,
+                version=obj.version,
+                title=obj.title,
+                text=obj.text,
+                created_by=obj.created_by,
+                created_at=obj.updated_at,
+            )
 
 
 class DocumentMembershipFactory(factory.django.DjangoModelFactory[DocumentMembership]):

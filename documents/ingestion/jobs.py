@@ -363,6 +363,7 @@ def _write(
             document = services.document_unarchive(document=document)
         document = services.document_update(
             document=document,
+            by=by,
             title=parsed.title,
             text=parsed.text,
             publish=job.publish,

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db.models import Count, F, Min, Q
@@ -19,6 +20,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from documents.index_state import IndexState as PageIndexState
 from documents.models import Document
 from permissions.models import User
 from rag.corpus.serving_model import configured_model, fallback_model, serving_model
@@ -169,22 +171,27 @@ def document_index_states(*, user: User, document_ids: Iterable[uuid.UUID]) -> d
     versions = dict(
         Document.objects.visible_to(user, include_archived=True).filter(pk__in=list(document_ids)).values_list("pk", "version")
     )
-    states = {pk: DocumentIndexState("pending", "not indexed yet") for pk in versions}
     rows = IndexStatus.objects.filter(document_id__in=list(versions), model_id=model_id).values_list(
         "document_id", "state", "indexed_version", "error"
     )
-    for document_id, state, indexed_version, error in rows:
-        if state == IndexState.FAILED:
-            states[document_id] = DocumentIndexState("failed", error or "indexing failed without a reason recorded")
-        elif state == IndexState.INDEXED and (indexed_version or 0) >= versions[document_id]:
-            states[document_id] = DocumentIndexState("indexed", "")
-        elif state == IndexState.INDEXED:
-            states[document_id] = DocumentIndexState("pending", f"version {versions[document_id]} waits to be indexed")
-        elif state == IndexState.PENDING:
-            states[document_id] = DocumentIndexState("pending", "waiting to be indexed")
-        else:
-            states[document_id] = DocumentIndexState("pending", f"being indexed ({state})")
-    return states
+    found = {document_id: (state, indexed_version, error) for document_id, state, indexed_version, error in rows}
+    return {pk: _classified(found.get(pk), version) for pk, version in versions.items()}
+
+
+def _classified(status: tuple[str, int | None, str] | None, version: int) -> DocumentIndexState:
+    """A document at `version` whose index status is (state, indexed version, error), or None if it has none yet."""
+    if status is None:
+        return DocumentIndexState("pending", "not indexed yet")
+    state, indexed_version, error = status
+    if state == IndexState.FAILED:
+        return DocumentIndexState("failed", error or "indexing failed without a reason recorded")
+    if state == IndexState.INDEXED and (indexed_version or 0) >= version:
+        return DocumentIndexState("indexed", "")
+    if state == IndexState.INDEXED:
+        return DocumentIndexState("pending", f"version {version} waits to be indexed")
+    if state == IndexState.PENDING:
+        return DocumentIndexState("pending", "waiting to be indexed")
+    return DocumentIndexState("pending", f"being indexed ({state})")
 
 
 def documents_awaiting_index(document_ids: list) -> int:
@@ -199,6 +206,20 @@ def documents_awaiting_index(document_ids: list) -> int:
         Q(state=IndexState.FAILED) | Q(state=IndexState.INDEXED, indexed_version__gte=F("document__version"))
     )
     return len(set(document_ids)) - settled.count()
+
+
+def document_index_state(document: Document) -> PageIndexState | None:
+    """Where the document's current version stands in the index its team's searches use, as the lists say
+    (`document_index_states`): registered with documents.index_state for the document page. None with RAG_ENABLED=false."""
+    if not settings.RAG_ENABLED:
+        return None
+    model_id = serving_model(document.team_id).model_id
+    status = (
+        IndexStatus.objects.filter(document_id=document.pk, model_id=model_id)
+        .values_list("state", "indexed_version", "error")
+        .first()
+    )
+    return cast(PageIndexState, _classified(status, document.version).state)
 
 
 def index_state_counts(model_id: str) -> dict[str, int]:

@@ -30,7 +30,7 @@ def test_the_document_page_highlights_the_cited_passage(signed_in: SignIn, cast:
     end = OWLS.index("forest.") + len("forest.")
     html = signed_in(cast.bob).get(f"/doc/{doc.pk}?v={doc.version}&start={start}&end={end}").content.decode()
     assert (
-        '<h1>Owls</h1>\n<p><mark id="passage" class="passage">Owls hunt mice at night in the forest.</mark> '
+        '<div class="doc-text"><p><mark id="passage" class="passage">Owls hunt mice at night in the forest.</mark> '
         "Their soft feathers" in html
     )
 
@@ -102,3 +102,33 @@ def test_raw_html_in_a_document_is_shown_as_text_and_its_images_never_load(signe
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "tracker.test" not in html and '<span class="image">[image: pixel]</span>' in html, "an image is never loaded"
+
+
+def test_markdown_tables_are_rendered_as_tables_with_their_alignment_as_classes(signed_in: SignIn, cast: Cast) -> None:
+    text = "| Step | Owner | Minutes |\n| --- | :---: | ---: |\n| Merge | *dev* | 5 |\n| Promote | ops | 15 |"
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Runbook", text=text)
+    body = signed_in(cast.bob).get(f"/doc/{doc.pk}").content.decode().split('<div class="doc-text">')[1]
+    assert '<table>\n<thead>\n<tr>\n<th>Step</th>\n<th class="align-center">Owner</th>' in body
+    assert '<td>Promote</td>\n<td class="align-center">ops</td>\n<td class="align-right">15</td>' in body
+    assert "| --- |" not in body and "style=" not in body, "the CSP allows no style attribute"
+
+
+def test_the_title_is_shown_once_when_the_text_opens_with_it(signed_in: SignIn, cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Owls", text=OWLS)
+    html = signed_in(cast.bob).get(f"/doc/{doc.pk}").content.decode()
+    assert html.count(">Owls</h1>") == 1 and '<div class="doc-text"><p>Owls hunt mice' in html
+
+
+def test_a_heading_other_than_the_title_stays_in_the_text(signed_in: SignIn, cast: Cast) -> None:
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Birds of prey", text=OWLS)
+    html = signed_in(cast.bob).get(f"/doc/{doc.pk}").content.decode()
+    assert "<h1>Birds of prey</h1>" in html and '<div class="doc-text"><h1>Owls</h1>' in html
+
+
+def test_a_passage_starting_at_the_title_heading_is_highlighted_from_the_text_after_it(
+    signed_in: SignIn, cast: Cast, corpus: dict[str, Document]
+) -> None:
+    doc = corpus["owls"]
+    end = OWLS.index("forest.") + len("forest.")
+    html = signed_in(cast.bob).get(f"/doc/{doc.pk}?v={doc.version}&start=0&end={end}").content.decode()
+    assert '<div class="doc-text"><p><mark id="passage" class="passage">Owls hunt mice at night in the forest.</mark>' in html

@@ -47,6 +47,8 @@ READS = {
     "conversations.list",
     "documents.info",
     "documents.list",
+    "documents.version",
+    "documents.versions",
     "graph.entities",
     "graph.entity",
     "graph.passage",
