@@ -298,7 +298,7 @@ def test_stop_regenerate_and_copy_an_answer_then_rename_and_delete_its_conversat
     assert not csp_violations, csp_violations
     assert not errors, errors
     # (The database is read only now: Django refuses it in the thread Playwright's event loop runs in.)
-    stopped, regenerated, again = QueryLog.objects.filter(user=cast.bob).order_by("created_at")
+    stopped, regenerated, again, reopened = QueryLog.objects.filter(user=cast.bob).order_by("created_at")
     # Stopped: the server noticed the reader left, so the answer is no conversation's turn (nor cached: the
     # regenerated one came from the LLM). Had it been written to the end, it would be a conversation of its own.
     assert (stopped.error, stopped.conversation) == ("client disconnected", None)
@@ -307,7 +307,8 @@ def test_stop_regenerate_and_copy_an_answer_then_rename_and_delete_its_conversat
         {"query": stopped.query, "stream": True, "fresh": True},
     )
     assert (asked[2]["fresh"], asked[2]["replaces"]) == (True, str(regenerated.pk)), "the answered turn is replaced"
-    assert regenerated.error == again.error == ""
+    assert (asked[3]["fresh"], asked[3]["replaces"]) == (True, str(again.pk))
+    assert regenerated.error == again.error == reopened.error == ""
     assert f"{server.url}/doc/{regenerated.citations[0]['document']['id']}?v=" in copied
     assert not Conversation.objects.filter(user=cast.bob).exists(), "deleted"
 
@@ -317,7 +318,7 @@ def fits_the_phone(page) -> None:
 
 
 def control_answers(page, server, asked) -> str:
-    """Stop, regenerate (twice), copy, rename and delete on the page; what was copied."""
+    """Stop, regenerate (thrice), copy, rename and delete on the page; what was copied."""
     from playwright.sync_api import expect
 
     question = "How many vacation days do I get?"
@@ -351,7 +352,15 @@ def control_answers(page, server, asked) -> str:
     expect(page.locator("#feedback")).to_be_visible()
     expect(page.locator("#conversations button.open .when")).to_contain_text("1 question")
     expect(page.locator("#thread .turn")).to_have_count(0)
-    assert len(asked) == 3
+
+    # Reopened, the conversation's newest answer can be regenerated from the thread.
+    page.reload()
+    expect(page.locator("#thread .turn")).to_have_count(1)
+    page.get_by_role("button", name=f"Answer “{question}” again").click()
+    expect(page.locator("#feedback")).to_be_visible()
+    expect(page.locator("#thread .turn")).to_have_count(0)
+    expect(page.locator("#conversations button.open .when")).to_contain_text("1 question")
+    assert len(asked) == 4
 
     # Rename in place: the field takes focus, Enter saves, focus returns to the conversation.
     page.get_by_role("button", name=f"Rename “{question}”").click()
