@@ -18,6 +18,7 @@ WRITES = {
     "collections.create",
     "collections.remove_user",
     "conversations.delete",
+    "conversations.update",
     "documents.add_user",
     "documents.archive",
     "documents.create",
