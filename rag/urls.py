@@ -10,6 +10,7 @@ urlpatterns = [
     path("rag.feedback", answer.RagFeedbackApi.as_view()),
     path("conversations.list", conversations.ConversationListApi.as_view()),
     path("conversations.info", conversations.ConversationInfoApi.as_view()),
+    path("conversations.update", conversations.ConversationUpdateApi.as_view()),
     path("conversations.delete", conversations.ConversationDeleteApi.as_view()),
     path("graph.entities", graph.GraphEntitiesApi.as_view()),
     path("graph.entity", graph.GraphEntityApi.as_view()),

@@ -180,7 +180,7 @@ def _turn_save(log: QueryLog, thread: Thread) -> str | None:
     if not thread.keep:
         log.save()
         return None
-    return str(turn_save(log=log, conversation=thread.conversation).pk)
+    return str(turn_save(log=log, conversation=thread.conversation, replaces=thread.replaces).pk)
 
 
 def _log_left(log: QueryLog, *, answer: str, started: float, latency: dict[str, float] | None = None) -> None:
@@ -215,14 +215,18 @@ def answer_request(
     tags: Sequence[str] = (),
     started: float | None = None,
     keep: bool,
+    fresh: bool = False,
+    replaces: uuid.UUID | None = None,
 ) -> AnswerStream:
     """One rag.answer (the API's, streamed or not, and the MCP answer tool's): `query` in its conversation, answered.
 
     `keep` is whether the caller may write: without it the answer starts or continues no conversation.
+    `fresh` answers without reading the answer cache; `replaces` is the conversation's newest answer, which
+    this one takes the place of once complete (a regenerated answer: see `thread_for`).
     Not a generator itself: a conversation, scope or index that is not there is raised here, before the first event.
     """
     started = time.perf_counter() if started is None else started
-    thread = thread_for(user=user, question=query, conversation_id=conversation_id, keep=keep)
+    thread = thread_for(user=user, question=query, conversation_id=conversation_id, keep=keep, replaces=replaces)
     return answer_question(
         user=user,
         query=thread.standalone,
@@ -232,6 +236,7 @@ def answer_request(
         document_id=document_id,
         tags=tags,
         started=started,
+        fresh=fresh,
     )
 
 
@@ -245,10 +250,12 @@ def answer_question(
     tags: Sequence[str] = (),
     thread: Thread | None = None,
     started: float | None = None,
+    fresh: bool = False,
 ) -> AnswerStream:
     """The answer to `query` (in `thread`, a conversation's follow-up: then `query` is the thread's question
-    rewritten to stand alone), from the answer cache when it holds one the asker may still be given,
-    else from retrieval and `answer_events` (which stores it). Either way the answer is the thread's newest turn.
+    rewritten to stand alone), from the answer cache when it holds one the asker may still be given (never
+    when `fresh`), else from retrieval and `answer_events` (which stores it, over what the cache held).
+    Either way the answer is the thread's newest turn.
 
     Not a generator itself: a scope that is not found, nothing indexed and the other errors of
     retrieval are raised here, before the first event. The earlier turns the prompt would be given
@@ -264,6 +271,7 @@ def answer_question(
         document_id=document_id,
         tags=tags,
         context=thread.context,
+        fresh=fresh,
     )
     if hit is not None:
         return cached_answer_events(user=user, query=query, hit=hit, started=started, thread=thread)

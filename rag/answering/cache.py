@@ -16,7 +16,8 @@ served only while both hold:
 Only answers that completed as designed are stored (`answer_events` decides): never an error, never
 an answer that fell back after an LLM failure, never a stream its reader left. Insufficient answers
 are stored: they are the answer to that question over those documents, and a document that could
-answer it gives the team a new token.
+answer it gives the team a new token. A request for a fresh answer (rag.answer's `fresh`, the page's
+*Regenerate*) reads no entry, and its answer, stored as any other, replaces the one there was.
 
 Case is kept: the LLM, and embedding models other than the local (uncased) one, read the question
 as typed, so "Vera Lind" and "vera lind" may be answered differently.
@@ -137,9 +138,11 @@ def answer_cache_lookup(
     document_id: uuid.UUID | None = None,
     tags: Sequence[str] = (),
     context: str = "",
+    fresh: bool = False,
 ) -> tuple[CacheSlot | None, CachedAnswer | None]:
     """The slot this request's answer goes to (None: not cached) and the answer found there, if it may be served.
 
+    `fresh` (an answer asked for again) only takes the slot: the answer made is stored over what it held.
     A scope the asker can no longer see is `not_found`, as search would say.
     """
     if not settings.RAG_ANSWER_CACHE or user.team_id is None:
@@ -147,7 +150,8 @@ def answer_cache_lookup(
     key = _key(
         user=user, query=query, limit=limit, collection_id=collection_id, document_id=document_id, tags=tags, context=context
     )
-    found = cache.get_many([key, cache_token_key(user.team_id)])  # one round trip on a hit
+    # One round trip on a hit; a fresh answer reads only the token.
+    found = cache.get_many([cache_token_key(user.team_id)] if fresh else [key, cache_token_key(user.team_id)])
     token = found.get(cache_token_key(user.team_id)) or ensure_cache_token(user.team_id)
     if token is None:  # the cache cannot be reached: answer without it
         return None, None

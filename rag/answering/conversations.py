@@ -1,7 +1,8 @@
 """Conversations: a user's threads of answers, and each turn as its owner may see it now.
 
-A conversation belongs to one user; anyone else (the same team included) gets `not_found`, as for
-a conversation that does not exist. Its turns are the QueryLog rows of its answers. A turn's answer
+A conversation belongs to one user, who may rename or delete it; anyone else (the same team included)
+gets `not_found`, as for a conversation that does not exist. Its turns are the QueryLog rows of its
+answers; a regenerated answer takes the place of the turn it was asked for (`turn_save`'s `replaces`). A turn's answer
 (and the question it was rewritten into) may quote documents, so it is shown only while its user can
 still read every document it drew on (`QueryLog.source_documents`, checked through
 `Document.objects.visible_to`); otherwise the turn keeps its question, the user's own words, and the
@@ -80,6 +81,16 @@ def conversation_get(*, user: User, conversation_id: uuid.UUID) -> Conversation:
 
 
 @transaction.atomic
+def conversation_update(*, user: User, conversation_id: uuid.UUID, title: str) -> Conversation:
+    """Rename one of the user's conversations (spacing normalised); its turns and its place in the list stay."""
+    conversation = conversation_get(user=user, conversation_id=conversation_id)
+    conversation.title = " ".join(title.split())
+    conversation.full_clean()
+    conversation.save(update_fields=["title"])
+    return conversation
+
+
+@transaction.atomic
 def conversation_delete(*, user: User, conversation_id: uuid.UUID) -> Conversation:
     """Delete one of the user's conversations; its answers stay in the query log, unlinked (ratings, the admin)."""
     conversation = conversation_get(user=user, conversation_id=conversation_id)
@@ -141,8 +152,12 @@ def conversation_info(*, user: User, conversation_id: uuid.UUID) -> Conversation
 
 
 @transaction.atomic
-def turn_save(*, log: QueryLog, conversation: Conversation | None) -> Conversation:
-    """Save an answer as the newest turn of `conversation`, or of a new conversation it starts."""
+def turn_save(*, log: QueryLog, conversation: Conversation | None, replaces: uuid.UUID | None = None) -> Conversation:
+    """Save an answer as the newest turn of `conversation`, or of a new conversation it starts.
+
+    `replaces` (a regenerated answer) is the turn it takes the place of: unlinked from the conversation,
+    as a deleted conversation's answers are, so it stays in the query log with its feedback.
+    """
     assert log.user_id is not None and log.team_id is not None, "a conversation's turns are a user's answers"
     now = timezone.now()
     # A conversation deleted while its follow-up was being answered: the answer starts a new one.
@@ -152,6 +167,8 @@ def turn_save(*, log: QueryLog, conversation: Conversation | None) -> Conversati
         )
         conversation.full_clean()
         conversation.save()
+    elif replaces is not None:
+        QueryLog.objects.filter(pk=replaces, conversation=conversation).update(conversation=None)
     log.conversation = conversation
     log.save()
     return conversation

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from config.errors import Forbidden
+from config.errors import Forbidden, InvalidQuery
 from config.metrics import KIND_LLM, provider_call
 from permissions.models import User
 from rag.answering.conversations import Turn, conversation_get, conversation_turns
@@ -58,6 +58,7 @@ class Thread:
     keep: bool = True  # False: the answer is logged but kept in no conversation (a read-scoped token's)
     earlier: tuple[Turn, ...] = ()
     latency: dict[str, float] = field(default_factory=dict)
+    replaces: uuid.UUID | None = None  # the newest turn this answer takes the place of (a regenerated answer)
 
     @property
     def context(self) -> str:
@@ -70,20 +71,35 @@ class Thread:
         return {document for turn in self.earlier if not turn.withheld for document in turn.sources}
 
 
-def thread_for(*, user: User, question: str, conversation_id: uuid.UUID | None = None, keep: bool = True) -> Thread:
+def thread_for(
+    *,
+    user: User,
+    question: str,
+    conversation_id: uuid.UUID | None = None,
+    keep: bool = True,
+    replaces: uuid.UUID | None = None,
+) -> Thread:
     """The thread `question` is answered in: a new conversation, or the user's own `conversation_id` (else not_found).
 
     Without `keep` (a caller who may not write) the answer is kept in no conversation, so it cannot continue one.
+    `replaces` is the conversation's newest turn, answered again: the turns before it are the thread's.
     """
     if conversation_id is not None and not keep:
         # Refused before the lookup, so a reader learns nothing of conversations that are not theirs.
         raise Forbidden("Continuing a conversation adds a turn to it: that needs an API token with the write scope.")
     if conversation_id is None:
+        if replaces is not None:
+            raise InvalidQuery("replaces: needs the conversationId of the answer it replaces.")
         return Thread(question=question, standalone=question, keep=keep)
     started = time.perf_counter()
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     turns = settings.RAG_CONVERSATION_TURNS
-    earlier = tuple(conversation_turns(user=user, conversation=conversation, last=turns)) if turns else ()
+    extra = 1 if replaces is not None else 0
+    earlier = tuple(conversation_turns(user=user, conversation=conversation, last=turns + extra)) if turns + extra else ()
+    if replaces is not None:
+        if not earlier or earlier[-1].id != replaces:
+            raise InvalidQuery("replaces: must be the newest answer of the conversation.")
+        earlier = earlier[:-1]
     standalone = standalone_question(question, earlier)
     return Thread(
         question=question,
@@ -91,6 +107,7 @@ def thread_for(*, user: User, question: str, conversation_id: uuid.UUID | None =
         conversation=conversation,
         earlier=earlier,
         latency={"rewriteMs": ms_since(started)} if earlier else {},
+        replaces=replaces,
     )
 
 

@@ -142,6 +142,17 @@ class RagAnswerApi(RagApi):
         sessionId = serializers.UUIDField(
             required=False, allow_null=True, help_text="Another name for `conversationId` (send one of the two)."
         )
+        fresh = serializers.BooleanField(
+            default=False,
+            help_text="true: answer afresh, not from the answer cache (regenerate); the new answer replaces the cached one.",
+        )
+        replaces = serializers.UUIDField(
+            required=False,
+            allow_null=True,
+            help_text="Regenerate: the id of the newest answer of `conversationId`, which this answer takes the place of. "
+            "The question is answered with the turns before it; once complete, the replaced answer leaves the "
+            "conversation (it stays in the query log with its feedback).",
+        )
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             session_id = attrs.pop("sessionId", None)
@@ -181,6 +192,8 @@ def answer_arguments(data: dict[str, Any]) -> dict[str, Any]:
         "collection_id": data.get("collectionId"),
         "document_id": data.get("documentId"),
         "tags": data.get("tags", []),
+        "fresh": data.get("fresh", False),
+        "replaces": data.get("replaces"),
     }
 
 

@@ -1,4 +1,4 @@
-"""conversations.list, conversations.info and conversations.delete: your own conversations, never anyone else's."""
+"""conversations.list, .info, .update and .delete: your own conversations, never anyone else's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from config.rpc import envelope, paginated_envelope, respond, respond_page
 from documents.apis import IdInput, PaginationInput
 from permissions.http import AuthenticatedRequest
 from rag.answering.answer import MODES
-from rag.answering.conversations import conversation_delete, conversation_info, conversation_list
+from rag.answering.conversations import (
+    TITLE_LENGTH,
+    conversation_delete,
+    conversation_info,
+    conversation_list,
+    conversation_update,
+)
 from rag.api.answer import CitationOutput
 from rag.api.base import RagApi
 from rag.models import Confidence
@@ -18,7 +24,7 @@ from rag.models import Confidence
 
 class ConversationOutput(serializers.Serializer):
     id = serializers.UUIDField()
-    title = serializers.CharField(help_text="The first question, shortened.")
+    title = serializers.CharField(help_text="The first question, shortened, unless renamed (conversations.update).")
     turnCount = serializers.IntegerField(source="turn_count", help_text="How many questions were answered in it.")
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at", help_text="When its last turn was answered.")
@@ -70,6 +76,24 @@ class ConversationInfoApi(RagApi):
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         return respond(ConversationDetailOutput, conversation_info(user=request.user, conversation_id=data["id"]))
+
+
+class ConversationUpdateApi(RagApi):
+    """Rename one of your conversations; anyone else's is not_found."""
+
+    write_scope = True
+
+    class Input(IdInput):
+        title = serializers.CharField(
+            max_length=TITLE_LENGTH, help_text="The new title (spacing is normalised; it may not be blank)."
+        )
+
+    @extend_schema(responses=envelope(ConversationOutput))
+    def post(self, request: AuthenticatedRequest) -> Response:
+        data = self.validated(request)
+        return respond(
+            ConversationOutput, conversation_update(user=request.user, conversation_id=data["id"], title=data["title"])
+        )
 
 
 class ConversationDeleteApi(RagApi):

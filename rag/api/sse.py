@@ -31,7 +31,11 @@ def sse_event(event: str, data: dict) -> bytes:
 
 
 def sse_stream(events: Iterable[StreamEvent], outputs: dict[str, type[serializers.Serializer]]) -> Iterator[bytes]:
-    """Encode events, each rendered by `outputs[event.name]`; a failure once the stream has started becomes an `error` event."""
+    """Encode events, each rendered by `outputs[event.name]`; a failure once the stream has started becomes an `error` event.
+
+    A reader who leaves (the WSGI server closes this stream when a write fails) closes `events` at once, so
+    the answer stops being generated and is logged as left, not whenever the generator is collected.
+    """
     try:
         for event in events:
             yield sse_event(event.name, outputs[event.name](event.payload()).data)
@@ -40,6 +44,10 @@ def sse_stream(events: Iterable[StreamEvent], outputs: dict[str, type[serializer
     except Exception:
         logger.exception("rag.answer stream failed")
         yield sse_event("error", error_body("server_error", "The answer could not be completed."))
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 class EventStreamRenderer(BaseRenderer):

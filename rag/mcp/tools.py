@@ -117,8 +117,11 @@ def _search(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
 
 
 class AnswerInput(RagAnswerApi.Input):
-    # A tool's result is one message: the answer comes whole. (DRF drops a field set to None in a subclass.)
+    # A tool's result is one message: the answer comes whole; regenerating is the /rag page's.
+    # (DRF drops a field set to None in a subclass.)
     stream = None  # type: ignore[assignment]
+    fresh = None  # type: ignore[assignment]
+    replaces = None  # type: ignore[assignment]
 
 
 def _answer(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:

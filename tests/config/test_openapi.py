@@ -243,12 +243,15 @@ CASES = [
     Case("rag.search", lambda w: {"query": "owls hunt mice", "includeContext": False, "mode": "keyword"}, note="no-context"),
     Case("rag.answer", lambda w: {"query": "What do owls hunt at night?"}),
     Case("rag.answer", lambda w: {"query": "What do owls hunt at night?", "tags": ["owls"]}, note="tags"),
+    Case("rag.answer", lambda w: {"query": "What do owls hunt at night?", "fresh": True}, note="fresh"),
     Case(
         "rag.answer", lambda w: {"query": "And where do they sleep?", "conversationId": str(w.conversation.id)}, note="follow-up"
     ),
     Case("rag.feedback", lambda w: {"answerId": str(w.answer.id), "rating": 4, "comment": "Helpful"}),
     Case("conversations.list", lambda w: {"limit": 5}),
     Case("conversations.info", lambda w: {"id": str(w.conversation.id)}),
+    Case("conversations.update", lambda w: {"id": str(w.conversation.id), "title": "Owls at night"}),
+    Case("conversations.update", lambda w: {"id": str(w.conversation.id), "title": "Mine"}, status=404, caller="charlie"),
     Case("conversations.delete", lambda w: {"id": str(w.conversation.id)}),
     Case("conversations.info", lambda w: {"id": str(w.conversation.id)}, status=404, caller="bob", note="not-yours"),
     Case("conversations.delete", lambda w: {"id": str(w.conversation.id)}, status=404, caller="charlie"),

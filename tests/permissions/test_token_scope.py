@@ -22,6 +22,7 @@ WRITES = {
     "collections.remove_user",
     "collections.update",
     "conversations.delete",
+    "conversations.update",
     "documents.add_user",
     "documents.archive",
     "documents.create",

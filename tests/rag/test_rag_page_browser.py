@@ -8,6 +8,7 @@ page as docs/rag-page.png (the README's screenshot).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -228,7 +229,7 @@ def converse(page, server):
     expect(page.locator("#no-conversations")).to_be_visible()  # alice's conversation is not bob's
     ask_on_the_page(page, "How many vacation days do I get?")
     expect(page.locator("#answer")).to_contain_text("25 days of paid vacation")
-    expect(page.locator("#conversations button")).to_have_count(1)
+    expect(page.locator("#conversations button.open")).to_have_count(1)
     assert "?c=" in page.url
 
     # A follow-up: the first turn moves up into the thread, the follow-up is searched standing alone.
@@ -239,14 +240,14 @@ def converse(page, server):
     expect(page.locator("#thread .turn a.cite").first).to_be_visible()
     expect(page.locator("#searched")).to_have_text("Searched as: How do I request them? (How many vacation days do I get?)")
     expect(page.locator("#answer a.cite").first).to_be_visible()
-    expect(page.locator("#conversations button .when")).to_contain_text("2 questions")
+    expect(page.locator("#conversations button.open .when")).to_contain_text("2 questions")
 
     # Reloading reopens the conversation from the address: both turns in the thread.
     page.reload()
     expect(page.locator("#thread .turn")).to_have_count(2)
     expect(page.locator("#thread .turn .question").nth(1)).to_have_text("How do I request them?")
     expect(page.locator("#result")).to_be_hidden()
-    expect(page.locator("#conversations button[aria-current=true]")).to_have_count(1)
+    expect(page.locator("#conversations button.open[aria-current=true]")).to_have_count(1)
 
     # A new conversation clears the thread; its question starts a second conversation.
     page.click("#new-conversation")
@@ -256,14 +257,131 @@ def converse(page, server):
     ask_on_the_page(page, "When are the core hours for remote work?")
     expect(page.locator("#thread .turn")).to_have_count(0)
     expect(page.locator("#searched")).to_be_hidden()
-    expect(page.locator("#conversations button")).to_have_count(2)
-    expect(page.locator("#conversations button").first).to_contain_text("When are the core hours for remote work?")
-    expect(page.locator("#conversations button[aria-current=true]")).to_contain_text("core hours")
+    expect(page.locator("#conversations button.open")).to_have_count(2)
+    expect(page.locator("#conversations button.open").first).to_contain_text("When are the core hours for remote work?")
+    expect(page.locator("#conversations button.open[aria-current=true]")).to_contain_text("core hours")
 
     # Reopened from the list, the first conversation shows its thread and takes another follow-up.
-    page.locator("#conversations button", has_text="How many vacation days do I get?").click()
+    page.locator("#conversations button.open", has_text="How many vacation days do I get?").click()
     expect(page.locator("#thread .turn")).to_have_count(2)
     expect(page.locator("#result")).to_be_hidden()
     ask_on_the_page(page, "And are public holidays extra?")
     expect(page.locator("#thread .turn")).to_have_count(2)
-    expect(page.locator("#conversations button").first).to_contain_text("3 questions")
+    expect(page.locator("#conversations button.open").first).to_contain_text("3 questions")
+
+
+def test_stop_regenerate_and_copy_an_answer_then_rename_and_delete_its_conversation_on_a_phone(cast, library, server):
+    from playwright.sync_api import sync_playwright
+
+    from rag.models import Conversation, QueryLog
+
+    csp_violations, errors, asked = [], [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 390, "height": 844})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        page = context.new_page()
+        page.on(
+            "console", lambda message: csp_violations.append(message.text) if "Content Security Policy" in message.text else None
+        )
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda r: asked.append(r.post_data_json) if r.url.endswith("/api/rag.answer") else None)
+        try:
+            copied = control_answers(page, server, asked)
+        except Exception:
+            page.screenshot(path=str(server.log_path.with_name("failure.png")), full_page=True)
+            print(f"page {page.url}:\n{page.content()}\nserver log:\n{server.log_path.read_text()[-4000:]}")
+            raise
+        finally:
+            browser.close()
+
+    assert not csp_violations, csp_violations
+    assert not errors, errors
+    # (The database is read only now: Django refuses it in the thread Playwright's event loop runs in.)
+    stopped, regenerated, again, reopened = QueryLog.objects.filter(user=cast.bob).order_by("created_at")
+    # Stopped: the server noticed the reader left, so the answer is no conversation's turn (nor cached: the
+    # regenerated one came from the LLM). Had it been written to the end, it would be a conversation of its own.
+    assert (stopped.error, stopped.conversation) == ("client disconnected", None)
+    assert (asked[0], asked[1]) == (
+        {"query": stopped.query, "stream": True},
+        {"query": stopped.query, "stream": True, "fresh": True},
+    )
+    assert (asked[2]["fresh"], asked[2]["replaces"]) == (True, str(regenerated.pk)), "the answered turn is replaced"
+    assert (asked[3]["fresh"], asked[3]["replaces"]) == (True, str(again.pk))
+    assert regenerated.error == again.error == reopened.error == ""
+    assert f"{server.url}/doc/{regenerated.citations[0]['document']['id']}?v=" in copied
+    assert not Conversation.objects.filter(user=cast.bob).exists(), "deleted"
+
+
+def fits_the_phone(page) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways"
+
+
+def control_answers(page, server, asked) -> str:
+    """Stop, regenerate (thrice), copy, rename and delete on the page; what was copied."""
+    from playwright.sync_api import expect
+
+    question = "How many vacation days do I get?"
+    sign_in_as_bob(page, server)
+    page.fill("#query", question)
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('#answer.streaming').textContent.length > 0")
+    page.click("#stop")
+    expect(page.locator("#status")).to_contain_text("Stopped. This partial answer is not kept in the conversation.")
+    expect(page.locator("#stop")).to_be_hidden()
+    expect(page.locator("#regenerate")).to_be_focused()
+    expect(page.locator("#feedback")).to_be_hidden()
+    expect(page.locator("#no-conversations")).to_be_visible()
+
+    # Regenerate (the focused button, by keyboard): the same question answered afresh, starting a conversation.
+    page.keyboard.press("Enter")
+    expect(page.locator("#stop")).to_be_focused()
+    expect(page.locator("#feedback")).to_be_visible()
+    expect(page.locator("#answer")).to_contain_text("25 days of paid vacation")
+    expect(page.locator("#conversations button.open")).to_have_count(1)
+    fits_the_phone(page)
+
+    # Copy: the answer with its sources, as text.
+    page.click("#copy")
+    expect(page.locator("#copy-status")).to_have_text("Copied with its sources.")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert "25 days of paid vacation a year, plus public holidays. [1]" in copied and "\n\nSources:\n- [1] Onboarding: " in copied
+
+    # Regenerating an answered question replaces its turn.
+    page.click("#regenerate")
+    expect(page.locator("#feedback")).to_be_visible()
+    expect(page.locator("#conversations button.open .when")).to_contain_text("1 question")
+    expect(page.locator("#thread .turn")).to_have_count(0)
+
+    # Reopened, the conversation's newest answer can be regenerated from the thread.
+    page.reload()
+    expect(page.locator("#thread .turn")).to_have_count(1)
+    page.get_by_role("button", name=f"Answer “{question}” again").click()
+    expect(page.locator("#feedback")).to_be_visible()
+    expect(page.locator("#thread .turn")).to_have_count(0)
+    expect(page.locator("#conversations button.open .when")).to_contain_text("1 question")
+    assert len(asked) == 4
+
+    # Rename in place: the field takes focus, Enter saves, focus returns to the conversation.
+    page.get_by_role("button", name=f"Rename “{question}”").click()
+    title = page.get_by_role("textbox", name="New title")
+    expect(title).to_be_focused()
+    expect(title).to_have_value(question)
+    fits_the_phone(page)
+    title.fill("Vacation rules")
+    title.press("Enter")
+    renamed = page.locator("#conversations button.open")
+    expect(renamed).to_have_text(re.compile("^Vacation rules"))
+    expect(renamed).to_be_focused()
+    expect(page.locator("#list-status")).to_have_text("Renamed to “Vacation rules”.")
+
+    # Delete after confirming: the open conversation goes, and the page starts afresh.
+    page.get_by_role("button", name="Delete “Vacation rules”").click()
+    expect(page.get_by_role("button", name="Cancel")).to_be_focused()
+    page.get_by_role("group", name="Delete “Vacation rules”").get_by_role("button", name="Delete").click()
+    expect(page.locator("#no-conversations")).to_be_visible()
+    expect(page.locator("#empty")).to_be_visible()
+    expect(page.locator("#result")).to_be_hidden()
+    expect(page.locator("#new-conversation")).to_be_focused()
+    assert "?c=" not in page.url
+    return copied

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Generator
@@ -23,7 +24,9 @@ from documents.services import (
 from permissions.models import Access, Group
 from rag import receivers
 from rag.answering import cache as answer_cache
-from rag.answering.answer import answer_complete, answer_question
+from rag.answering.answer import answer_complete, answer_question, answer_request
+from rag.api.answer import STREAM_OUTPUTS
+from rag.api.sse import sse_stream
 from rag.indexing.pipeline import index_documents
 from rag.models import Feedback, QueryLog
 from rag.providers.errors import TransientProviderError
@@ -355,6 +358,36 @@ def test_a_stream_the_reader_left_is_not_cached(cast: Cast, corpus: dict[str, Do
     assert isinstance(events, Generator), "a reader leaves by closing the stream's generator"
     events.close()
     assert answer_complete(answer_question(user=cast.bob, query=QUESTION)).cached is False
+    assert len(fake_llm.calls) == 2
+
+
+def test_a_server_sent_stream_whose_reader_left_stops_the_answer_caches_nothing_and_adds_no_turn(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
+    """The WSGI server closes the response's stream when a write to a reader who left fails (the page's Stop)."""
+    events = answer_request(user=cast.bob, query=QUESTION, keep=True)
+    stream = sse_stream(events, STREAM_OUTPUTS)
+    assert next(stream).startswith(b"event: token")
+    assert isinstance(stream, Generator), "the WSGI server closes the response's stream"
+    stream.close()
+    assert inspect.getgeneratorstate(events) == inspect.GEN_CLOSED, "closed by the stream, not whenever it is collected"
+    left = QueryLog.objects.get()
+    assert (left.error, left.conversation) == ("client disconnected", None)
+    assert ask(api_for(cast.bob))["cached"] is False
+    assert len(fake_llm.calls) == 2
+
+
+def test_a_fresh_answer_skips_the_cache_and_replaces_its_entry(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
+    bob = api_for(cast.bob)
+    fake_llm.responses = ["Mice [1]."]
+    fake_llm.response = "Mice and voles [1]."
+    assert ask(bob)["answer"] == "Mice [1]."
+    fresh = ask(bob, fresh=True)
+    assert (fresh["cached"], fresh["answer"]) == (False, "Mice and voles [1].")
+    again = ask(bob)
+    assert (again["cached"], again["answer"]) == (True, "Mice and voles [1].")
     assert len(fake_llm.calls) == 2
 
 

@@ -13,7 +13,7 @@ from pytest_django import Settings
 from config.errors import ApplicationError
 from documents.models import CollectionMembership, Document
 from permissions.models import TokenScope
-from rag.answering.answer import answer_complete, answer_events
+from rag.answering.answer import answer_complete, answer_events, answer_request
 from rag.answering.followup import thread_for
 from rag.answering.passages import retrieve
 from rag.mcp import tools
@@ -168,6 +168,7 @@ def test_nobody_else_can_continue_read_list_or_delete_a_conversation(
     for endpoint, body in [
         ("rag.answer", {"query": "And their feathers?", "conversationId": mine}),
         ("conversations.info", {"id": mine}),
+        ("conversations.update", {"id": mine, "title": "Mine now"}),
         ("conversations.delete", {"id": mine}),
     ]:
         response = api.post(endpoint, body)
@@ -175,7 +176,7 @@ def test_nobody_else_can_continue_read_list_or_delete_a_conversation(
         assert response.status_code == 404, response.content
         assert response.json() == unknown.json() == {"error": "not_found", "message": "Conversation not found."}
     assert api.post("conversations.list").json()["data"] == []
-    assert Conversation.objects.filter(pk=mine).exists()
+    assert Conversation.objects.get(pk=mine).title == QUESTION
     assert QueryLog.objects.filter(conversation_id=mine).count() == 1, "no turn was added by the intruder"
 
 
@@ -287,15 +288,110 @@ def test_deleting_a_conversation_keeps_its_answers_unlinked_with_their_feedback(
     assert api.post("rag.feedback", {"answerId": data["id"], "rating": 4}).status_code == 200
 
 
-def test_a_read_token_lists_and_reads_conversations_but_cannot_delete_them(
+def test_a_read_token_lists_and_reads_conversations_but_cannot_rename_or_delete_them(
     cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
 ) -> None:
     conversation = answer(api_for(cast.bob))["conversationId"]
     reader = api_for(cast.bob, TokenScope.READ)
     assert reader.post("conversations.list").status_code == 200
     assert reader.post("conversations.info", {"id": conversation}).status_code == 200
+    assert reader.post("conversations.update", {"id": conversation, "title": "Renamed"}).status_code == 403
     assert reader.post("conversations.delete", {"id": conversation}).status_code == 403
-    assert Conversation.objects.filter(pk=conversation).exists()
+    assert Conversation.objects.get(pk=conversation).title == QUESTION
+
+
+def test_renaming_a_conversation_changes_its_title_and_nothing_else(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document]
+) -> None:
+    api = api_for(cast.bob)
+    older = answer(api)["conversationId"]
+    newer = answer(api, "How does lava cool?")["conversationId"]
+    before = api.post("conversations.info", {"id": older}).json()["data"]
+    response = api.post("conversations.update", {"id": older, "title": "  Owls\n at   night "})
+    assert response.status_code == 200, response.content
+    renamed = response.json()["data"]
+    assert renamed["title"] == "Owls at night"
+    assert {key: renamed[key] for key in ("id", "turnCount", "createdAt", "updatedAt")} == {
+        key: before[key] for key in ("id", "turnCount", "createdAt", "updatedAt")
+    }
+    listed = api.post("conversations.list").json()["data"]
+    assert [(c["id"], c["title"]) for c in listed] == [(newer, "How does lava cool?"), (older, "Owls at night")]
+
+
+@pytest.mark.parametrize(
+    ("title", "message"),
+    [
+        ("   ", "title: This field may not be blank."),
+        ("x" * 201, "title: Ensure this field has no more than 200 characters."),
+        (None, "title: This field may not be null."),
+    ],
+)
+def test_a_blank_or_too_long_title_is_refused(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], title: str | None, message: str
+) -> None:
+    api = api_for(cast.bob)
+    conversation = answer(api)["conversationId"]
+    response = api.post("conversations.update", {"id": conversation, "title": title})
+    assert response.status_code == 400
+    assert response.json() == {"error": "invalid_query", "message": message}
+    assert Conversation.objects.get(pk=conversation).title == QUESTION
+
+
+def test_a_regenerated_answer_takes_the_place_of_the_newest_turn(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
+    api = api_for(cast.bob)
+    first = answer(api)
+    replaced = answer(api, "Where do they nest?", conversationId=first["conversationId"])
+    assert api.post("rag.feedback", {"answerId": replaced["id"], "rating": 1}).status_code == 200
+    fake_llm.reset()
+    again = answer(api, "Where do they nest?", conversationId=first["conversationId"], replaces=replaced["id"], fresh=True)
+    assert again["conversationId"] == first["conversationId"] and again["id"] != replaced["id"]
+    turns = api.post("conversations.info", {"id": first["conversationId"]}).json()["data"]["turns"]
+    assert [t["id"] for t in turns] == [first["id"], again["id"]]
+    prompts = json.dumps(fake_llm.calls)
+    assert "Q: Where do they nest?" not in prompts, "the replaced turn is not an earlier turn of its own answer"
+    assert f"Q: {QUESTION}" in prompts
+    log = QueryLog.objects.get(pk=replaced["id"])
+    assert log.conversation is None and Feedback.objects.get(query_log=log).rating == 1
+
+
+@pytest.mark.parametrize("which", ["first", "unknown"])
+def test_only_the_newest_turn_can_be_regenerated(cast: Cast, api_for: ApiFor, corpus: dict[str, Document], which: str) -> None:
+    api = api_for(cast.bob)
+    first = answer(api)
+    answer(api, "Where do they nest?", conversationId=first["conversationId"])
+    replaces = first["id"] if which == "first" else str(uuid.uuid4())
+    response = api.post("rag.answer", {"query": QUESTION, "conversationId": first["conversationId"], "replaces": replaces})
+    assert response.status_code == 400
+    assert response.json() == {"error": "invalid_query", "message": "replaces: must be the newest answer of the conversation."}
+    assert QueryLog.objects.filter(conversation_id=first["conversationId"]).count() == 2
+
+
+def test_replacing_an_answer_needs_its_conversation(cast: Cast, api_for: ApiFor, corpus: dict[str, Document]) -> None:
+    api = api_for(cast.bob)
+    first = answer(api)
+    response = api.post("rag.answer", {"query": QUESTION, "replaces": first["id"]})
+    assert response.status_code == 400 and response.json()["message"].startswith("replaces: needs the conversationId")
+    assert QueryLog.objects.get(pk=first["id"]).conversation_id == uuid.UUID(first["conversationId"])
+
+
+def test_a_regenerated_answer_left_mid_stream_leaves_the_turn_it_would_replace(
+    cast: Cast, api_for: ApiFor, corpus: dict[str, Document], fake_llm: FakeLLM
+) -> None:
+    first = answer(api_for(cast.bob))
+    events = answer_request(
+        user=cast.bob,
+        query=QUESTION,
+        conversation_id=uuid.UUID(first["conversationId"]),
+        replaces=uuid.UUID(first["id"]),
+        fresh=True,
+        keep=True,
+    )
+    assert next(events).name == "token"
+    events.close()
+    assert QueryLog.objects.get(pk=first["id"]).conversation_id == uuid.UUID(first["conversationId"])
+    assert QueryLog.objects.get(error="client disconnected").conversation is None
 
 
 def test_the_mcp_answer_tool_continues_a_conversation_of_the_tokens_user_only(cast: Cast, corpus: dict[str, Document]) -> None:
