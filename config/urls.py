@@ -25,6 +25,7 @@ urlpatterns = [
     path("import", import_page, name="import"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),
+    path("", include("permissions.members.urls")),
     path("mcp", McpApi.as_view(), name="mcp"),
     path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),

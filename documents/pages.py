@@ -17,6 +17,7 @@ from documents.models import SourceFormat, import_storage
 from documents.rendering import document_html
 from documents.selectors import document_get, document_source, source_of, writable_collections
 from permissions.http import AuthenticatedHttpRequest
+from permissions.policy import can_manage_collections, can_write
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -88,4 +89,12 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
 @login_required
 def import_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Drop files to import them into a collection you may write to; progress and each file's outcome live."""
-    return render(request, "documents/import.html", {"collections": writable_collections(user=request.user)})
+    return render(
+        request,
+        "documents/import.html",
+        {
+            "collections": writable_collections(user=request.user),
+            "read_only": not can_write(request.user),
+            "can_manage": can_manage_collections(request.user),
+        },
+    )

@@ -27,8 +27,13 @@ WRITES = {
     "documents.remove_user",
     "documents.unarchive",
     "documents.update",
+    "invites.create",
+    "invites.revoke",
     "rag.embed",
     "rag.feedback",
+    "users.activate",
+    "users.deactivate",
+    "users.update",
 }
 READS = {
     "apiKeys.list",
@@ -40,12 +45,15 @@ READS = {
     "graph.entities",
     "graph.entity",
     "graph.passage",
+    "invites.list",
     "jobs.info",
     "jobs.list",
     "rag.answer",
     "rag.search",
     "rag.status",
     "tags.list",
+    "users.info",
+    "users.list",
 }
 
 
