@@ -23,14 +23,21 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 # One supervisor (config/serve.py): a Redis broker when CELERY_BROKER_URL is unset, gunicorn, a Celery
-# worker and beat, all stopped together by Ctrl-C.
+# worker and beat, all stopped together by Ctrl-C. It loads the demo team for a trial; `make run DEMO=0`
+# starts without it, and an install without a team opens its setup page first.
+DEMO ?= 1
+
 run: install
-	@echo "Web page:  http://$(HOST):$(PORT)/rag   (sign in as alice / cairn-demo)"
+ifeq ($(DEMO),0)
+	@echo "Web page:  http://$(HOST):$(PORT)/rag   (an empty database opens the setup page: it creates your team and its owner)"
+else
+	@echo "Web page:  http://$(HOST):$(PORT)/rag   (sign in as alice / cairn-demo; make run DEMO=0 starts without the demo)"
+endif
 	@echo "Admin:     http://$(HOST):$(PORT)/admin/"
 	@echo "API:       http://$(HOST):$(PORT)/api/   schema: http://$(HOST):$(PORT)/api/schema/docs"
 	@echo "MCP:       http://$(HOST):$(PORT)/mcp    (for agents; see docs/api.md, Connect an agent)"
 	@echo 'Try:       curl -H "Authorization: Bearer $$TOKEN" -X POST http://$(HOST):$(PORT)/api/documents.list'
-	$(PY) -m config.serve --demo --bind $(HOST):$(PORT)
+	$(PY) -m config.serve $(if $(filter 0,$(DEMO)),,--demo) --bind $(HOST):$(PORT)
 
 # The suite starts what it needs (its own PostgreSQL and Redis under var/) and stops it at the end.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise

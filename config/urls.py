@@ -46,6 +46,7 @@ urlpatterns = [
     path("password-reset/sent", password_reset_sent_page, name="password_reset_done"),
     path("password-reset/done", password_reset_complete_page, name="password_reset_complete"),
     path("password-reset/<uidb64>/<token>", password_reset_confirm_page, name="password_reset_confirm"),
+    path("", include("permissions.members.urls")),
     path("mcp", McpApi.as_view(), name="mcp"),
     path("api/schema", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),

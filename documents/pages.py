@@ -31,7 +31,7 @@ from documents.rendering import document_html
 from documents.selectors import document_get, document_source, source_of, writable_collections
 from documents.tags import normalise_tags, split_tags
 from permissions.http import AuthenticatedHttpRequest
-from permissions.policy import can_write_collection, can_write_document
+from permissions.policy import can_manage_collections, can_write, can_write_collection, can_write_document
 
 # The history on the document page; the API (documents.versions) pages through all of it.
 HISTORY_SHOWN = 50
@@ -318,4 +318,12 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
 @login_required
 def import_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Drop files to import them into a collection you may write to; progress and each file's outcome live."""
-    return render(request, "documents/import.html", {"collections": writable_collections(user=request.user)})
+    return render(
+        request,
+        "documents/import.html",
+        {
+            "collections": writable_collections(user=request.user),
+            "read_only": not can_write(request.user),
+            "can_manage": can_manage_collections(request.user),
+        },
+    )

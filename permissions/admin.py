@@ -7,7 +7,8 @@ from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from permissions.models import ApiToken, ExternalIdentity, Group, GroupMembership, Team, User
+from permissions.members.services import invite_revoke
+from permissions.models import ApiToken, ExternalIdentity, Group, GroupMembership, Invite, Team, User
 from permissions.services import api_token_create, api_tokens_revoke
 
 
@@ -20,11 +21,11 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
-    list_display = ["username", "email", "team", "is_team_admin", "is_staff", "is_active"]
-    list_filter = ["team", "is_team_admin", "is_staff", "is_active"]
+    list_display = ["username", "email", "team", "role", "is_staff", "is_active", "last_login"]
+    list_filter = ["team", "role", "is_staff", "is_active"]
     # django-stubs give UserAdmin the Optional fieldsets of ModelAdmin; Django's UserAdmin sets a tuple.
-    fieldsets = cast(tuple, BaseUserAdmin.fieldsets) + (("Cairn", {"fields": ("team", "is_team_admin")}),)
-    add_fieldsets = BaseUserAdmin.add_fieldsets + (("Cairn", {"fields": ("team", "is_team_admin")}),)
+    fieldsets = cast(tuple, BaseUserAdmin.fieldsets) + (("Cairn", {"fields": ("team", "role")}),)
+    add_fieldsets = BaseUserAdmin.add_fieldsets + (("Cairn", {"fields": ("team", "role")}),)
 
 
 class GroupMembershipInline(admin.TabularInline):
@@ -79,3 +80,33 @@ class ExternalIdentityAdmin(admin.ModelAdmin):
     fields = ["user", "issuer", "subject", "created_at"]
     readonly_fields = ["created_at"]
     autocomplete_fields = ["user"]
+
+
+@admin.register(Invite)
+class InviteAdmin(admin.ModelAdmin):
+    """Invites are created on /team/members, by invites.create or `manage.py invite`, where their link is shown
+    once; here they are listed and revoked."""
+
+    list_display = ["team", "email", "role", "status", "created_by", "created_at", "expires_at", "accepted_by"]
+    list_filter = ["team", "role"]
+    search_fields = ["email"]
+    fields = readonly_fields = (
+        "team",
+        "email",
+        "role",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+        "accepted_by",
+        "revoked_at",
+    )
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected invites (those not accepted)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Invite]) -> None:
+        revoked = [invite_revoke(invite=invite) for invite in queryset.filter(accepted_at__isnull=True)]
+        self.message_user(request, f"Revoked {len(revoked)} invite(s).")

@@ -13,6 +13,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from permissions.models import ApiToken, Team, User
+from permissions.policy import can_write
 from permissions.tokens import digests_match, token_prefix
 
 if TYPE_CHECKING:  # DRF's views load this module (DEFAULT_AUTHENTICATION_CLASSES): importing them here would be circular
@@ -129,11 +130,13 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
 
 def may_write(request: Request) -> bool:
-    """Whether the request may change things: a write-scoped token, or a signed-in session.
+    """Whether the request may change things: a write-scoped token or a signed-in session, of a user whose
+    role lets them write (a read-only member's requests are all read-scoped, `policy.can_write`).
 
     Session users (the /rag page and the browsable schema) act with their full rights.
     """
-    return not isinstance(request.auth, ApiToken) or request.auth.can_write
+    user = request.user
+    return (not isinstance(request.auth, ApiToken) or request.auth.can_write) and isinstance(user, User) and can_write(user)
 
 
 class HasTokenScope(permissions.BasePermission):
@@ -144,4 +147,8 @@ class HasTokenScope(permissions.BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             raise exceptions.NotAuthenticated("Authentication credentials were not provided.")
-        return may_write(request) if getattr(view, "write_scope", False) else True
+        if not getattr(view, "write_scope", False):
+            return True
+        if isinstance(request.user, User) and not can_write(request.user):
+            raise exceptions.PermissionDenied("You are a read-only member of your team: you can read, not change anything.")
+        return may_write(request)

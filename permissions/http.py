@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest
 from rest_framework.request import Request
 
@@ -24,3 +25,8 @@ class AuthenticatedRequest(Request):
     """
 
     user: User
+
+
+def link_for(request: HttpRequest, path: str) -> str:
+    """An address to hand to someone else (an invite link): SITE_URL's when set, else the one this request came to."""
+    return f"{settings.SITE_URL}{path}" if settings.SITE_URL else request.build_absolute_uri(path)

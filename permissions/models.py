@@ -26,11 +26,23 @@ class Team(models.Model):
             raise ValidationError({"example_questions": "A list of questions, each a string of 1 to 300 characters."})
 
 
+class TeamRole(models.TextChoices):
+    """What a person may do in their team; which documents they read is the collections' and memberships' business."""
+
+    ADMIN = "admin", "Admin"  # manages the team's collections and members, and writes where a member may
+    MEMBER = "member", "Member"  # writes where a collection or membership lets them
+    READ_ONLY = "read_only", "Read-only"  # reads what they may, changes nothing (permissions.policy.can_write)
+
+
 class User(AbstractUser):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Null only for operators created with createsuperuser; a user without a team sees no documents.
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT, related_name="users")
-    is_team_admin = models.BooleanField(default=False, help_text="May manage the team's collections and members.")
+    role = models.CharField(max_length=10, choices=TeamRole.choices, default=TeamRole.MEMBER)
+
+    @property
+    def is_team_admin(self) -> bool:
+        return self.role == TeamRole.ADMIN
 
 
 class Group(models.Model):
@@ -126,3 +138,51 @@ class ExternalIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class InviteQuerySet(models.QuerySet):
+    def pending(self) -> InviteQuerySet:
+        """Neither accepted, revoked nor expired: the invites whose link still works."""
+        return self.filter(accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class InviteStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class Invite(models.Model):
+    """A link that lets one person join a team with a role, once, until it expires.
+
+    Only a keyed digest of the link's secret is stored (permissions.tokens.token_digest): the link is shown
+    once, to whoever created it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invites")
+    email = models.EmailField(blank=True, help_text="Whom the link is for; a note, not checked when it is accepted.")
+    role = models.CharField(max_length=10, choices=TeamRole.choices, default=TeamRole.MEMBER)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InviteQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.get_role_display()} invite to {self.team}" + (f" for {self.email}" if self.email else "")
+
+    @property
+    def status(self) -> InviteStatus:
+        if self.accepted_at is not None:
+            return InviteStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InviteStatus.REVOKED
+        if self.expires_at <= timezone.now():
+            return InviteStatus.EXPIRED
+        return InviteStatus.PENDING

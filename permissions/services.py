@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from config.errors import Forbidden, ValidationFailed
-from permissions.models import ApiToken, Group, GroupMembership, Team, TokenScope, User
+from permissions.models import ApiToken, Group, GroupMembership, Team, TeamRole, TokenScope, User
 from permissions.tokens import new_token, token_digest
 
 
@@ -121,7 +121,7 @@ def user_create(
     username: str,
     password: str | None = None,
     email: str = "",
-    is_team_admin: bool = False,
+    role: str = TeamRole.MEMBER,
     is_staff: bool = False,
     is_superuser: bool = False,
 ) -> User:
@@ -129,7 +129,7 @@ def user_create(
         team=team,
         username=username,
         email=email,
-        is_team_admin=is_team_admin,
+        role=role,
         is_staff=is_staff or is_superuser,
         is_superuser=is_superuser,
     )

@@ -9,8 +9,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from config.csp import with_csp
+from documents.models import Document
 from documents.selectors import collection_list
 from permissions.http import AuthenticatedHttpRequest
+from permissions.policy import can_manage_collections, can_write
 from rag.models import EntityKind
 
 MAX_EXAMPLE_QUESTIONS = 6
@@ -40,6 +42,11 @@ def ask_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         {
             "examples": _example_questions(request),
             "collections": collection_list(user=request.user).only("id", "name"),
+            # Nothing to ask about yet (a new team): the page says what to do first instead.
+            "nothing_to_read": not Document.objects.visible_to(request.user).exists(),
+            "can_manage": can_manage_collections(request.user),
+            # A read-only member's answers are kept in no conversation and cannot be rated (policy.can_write).
+            "can_write": can_write(request.user),
         },
     )
 

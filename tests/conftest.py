@@ -13,7 +13,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from documents.models import Collection
-from permissions.models import Access, Role, TokenScope, User
+from permissions.models import Access, Role, TeamRole, TokenScope, User
 from permissions.services import api_token_create
 from tests.factories import (
     CollectionFactory,
@@ -94,9 +94,9 @@ class Cast:
 @pytest.fixture
 def cast(db: None) -> Cast:
     acme, other = TeamFactory(name="Acme"), TeamFactory(name="Other")
-    alice = UserFactory.create(team=acme, username="alice", is_team_admin=True)
+    alice = UserFactory.create(team=acme, username="alice", role=TeamRole.ADMIN)
     bob = UserFactory.create(team=acme, username="bob")
-    charlie = UserFactory.create(team=other, username="charlie", is_team_admin=True)
+    charlie = UserFactory.create(team=other, username="charlie", role=TeamRole.ADMIN)
     handbook = CollectionFactory.create(team=acme, name="Handbook", default_access=Access.READ)
     CollectionMembershipFactory(collection=handbook, user=alice, role=Role.READ_WRITE)
     private = CollectionFactory.create(team=acme, name="Private", default_access=Access.NONE)

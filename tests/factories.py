@@ -10,7 +10,7 @@ from documents.models import (
     DocumentMembership,
     DocumentVersion,
 )
-from permissions.models import Access, Group, GroupMembership, Role, Team, User
+from permissions.models import Access, Group, GroupMembership, Role, Team, TeamRole, User
 
 
 class TeamFactory(factory.django.DjangoModelFactory[Team]):
@@ -28,6 +28,10 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     team = factory.SubFactory(TeamFactory)
     username = factory.Sequence(lambda n: f"user{n}")
     password = factory.PostGenerationMethodCall("set_password", "password")
+
+    class Params:
+        # UserFactory(is_team_admin=True) makes an admin; role=TeamRole.READ_ONLY a read-only member.
+        is_team_admin = factory.Trait(role=TeamRole.ADMIN)
 
 
 class GroupFactory(factory.django.DjangoModelFactory[Group]):

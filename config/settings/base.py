@@ -96,6 +96,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Until a team exists, every page leads to the setup page that creates it and its owner.
+    "permissions.members.middleware.SetupMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -162,6 +164,16 @@ AUTH_USER_MODEL = "permissions.User"
 LOGIN_URL = "/login"
 LOGIN_REDIRECT_URL = "/rag"
 LOGOUT_REDIRECT_URL = "/login"
+# What a password chosen on the setup and invite pages (and in the admin) must pass: Django's usual four.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -184,6 +196,15 @@ LOGIN_MAX_FAILURES = _positive_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_LOCKOUT_SECONDS = _positive_int("LOGIN_LOCKOUT_SECONDS", 900)
 # API tokens may live at most this many days (apiKeys.create, create_token --expires-in-days).
 API_TOKEN_MAX_DAYS = _positive_int("API_TOKEN_MAX_DAYS", 3650)
+# Days an invite link works (it works once); links are shown to the admin who creates them, never stored.
+INVITE_LIFETIME_DAYS = _positive_int("INVITE_LIFETIME_DAYS", 7)
+# The address people open Cairn at: the links `create_team` and `invite` print begin with it, as do those the
+# pages and the API give when it is set (unset, they use the address the request came to).
+SITE_URL = env("SITE_URL", default="").strip().rstrip("/")
+if SITE_URL and not re.fullmatch(r"https?://[^/\s]+(/\S*)?", SITE_URL):
+    raise ImproperlyConfigured(
+        f"SITE_URL must be an http:// or https:// address, e.g. https://cairn.example.com, got {SITE_URL!r}"
+    )
 # Hours an Idempotency-Key is remembered (documents.create replays its first response to a retry).
 IDEMPOTENCY_KEY_TTL = _positive_int("IDEMPOTENCY_KEY_TTL", 24)
 

@@ -127,6 +127,8 @@ def _summaries(scope: SearchScope, where: str, params: dict, *, limit: int, offs
 
 def entity_list(*, user: User, query: str, limit: int = 25, offset: int = 0) -> tuple[list[EntitySummary], int]:
     """Entities whose name contains `query` (all when empty), most mentioned first, and how many match."""
+    if user.team_id is None:  # an operator without a team sees nothing, and their empty policy compiles to no SQL
+        return [], 0
     scope = search_scope(user=user)
     key = entity_key(query)
     if not key:
@@ -137,6 +139,8 @@ def entity_list(*, user: User, query: str, limit: int = 25, offset: int = 0) -> 
 
 def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDetail:
     """One entity as the viewer may see it: 404 unless one of its mentions is visible."""
+    if user.team_id is None:
+        raise NotFound("Entity not found.")
     scope = search_scope(user=user)
     found, _ = _summaries(scope, "e.id = %(id)s", {"id": entity_id}, limit=1)
     if not found:
@@ -200,6 +204,8 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
 
 def passage_get(*, user: User, document_id: uuid.UUID, version: int, chunk_index: int) -> PassageAt:
     """A relation's passage by its `chunk_ref` parts: 404 unless it is in the current version of a document the viewer may read."""
+    if user.team_id is None:
+        raise NotFound("Passage not found.")
     scope = search_scope(user=user, document_id=document_id)
     with connection.cursor() as cursor:
         cursor.execute(

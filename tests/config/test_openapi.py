@@ -26,7 +26,8 @@ from pytest_django import Settings
 
 from documents.ingestion.jobs import IncomingFile, import_job_create, import_job_run
 from documents.models import Document, ImportJob
-from permissions.models import ApiToken, TokenScope
+from permissions.members.services import invite_create
+from permissions.models import ApiToken, Invite, TokenScope, User
 from permissions.services import api_token_create, api_token_revoke
 from rag.answering.answer import answer_complete, answer_events
 from rag.answering.passages import retrieve
@@ -36,7 +37,19 @@ from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.files import make_pdf
 from tests.factories import DocumentFactory, GroupFactory, GroupMembershipFactory
 
-COVERED_RESOURCES = {"documents", "collections", "apiKeys", "rag", "graph", "jobs", "tags", "conversations", "groups"}
+COVERED_RESOURCES = {
+    "documents",
+    "collections",
+    "apiKeys",
+    "rag",
+    "graph",
+    "jobs",
+    "tags",
+    "conversations",
+    "groups",
+    "users",
+    "invites",
+}
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # jsonschema checks `uuid` itself; its `date-time` check needs rfc3339-validator, which is not installed.
@@ -182,6 +195,11 @@ def upload(world: World) -> dict:
     return {"collectionId": str(world.cast.handbook.id), "files": [SimpleUploadedFile("notes.md", b"# Notes")]}
 
 
+def invite_of(admin: User) -> Invite:
+    assert admin.team is not None
+    return invite_create(team=admin.team, by=admin).invite
+
+
 CASES = [
     Case("documents.create", new_document, note="draft"),
     Case("documents.create", lambda w: {**new_document(w), "text": "", "publish": True}, note="published-blank"),
@@ -288,6 +306,17 @@ CASES = [
     Case("documents.import", lambda w: {"collectionId": str(w.cast.handbook.id)}, status=400, multipart=True, note="no-files"),
     Case("jobs.info", lambda w: {"id": str(w.job.id)}, status=404, caller="charlie"),
     Case("jobs.list", status=401, caller=None),
+    Case("users.list", caller="bob"),
+    Case("users.info", lambda w: {"id": str(w.cast.bob.id)}),
+    Case("users.info", lambda w: {"id": str(w.cast.bob.id)}, status=404, caller="charlie"),
+    Case("users.update", lambda w: {"id": str(w.cast.bob.id), "role": "read_only"}),
+    Case("users.update", lambda w: {"id": str(w.cast.alice.id), "role": "member"}, status=403, caller="bob", note="not-admin"),
+    Case("users.deactivate", lambda w: {"id": str(w.cast.bob.id)}),
+    Case("users.activate", lambda w: {"id": str(w.cast.bob.id)}),
+    Case("invites.create", lambda w: {"email": "dora@example.com", "role": "read_only"}),
+    Case("invites.list", lambda w: {"status": "pending"}),
+    Case("invites.revoke", lambda w: {"id": str(invite_of(w.cast.alice).id)}),
+    Case("invites.revoke", lambda w: {"id": str(invite_of(w.cast.alice).id)}, status=404, caller="charlie"),
 ]
 
 

@@ -37,8 +37,13 @@ WRITES = {
     "groups.delete",
     "groups.remove_user",
     "groups.update",
+    "invites.create",
+    "invites.revoke",
     "rag.embed",
     "rag.feedback",
+    "users.activate",
+    "users.deactivate",
+    "users.update",
 }
 READS = {
     "apiKeys.list",
@@ -55,12 +60,15 @@ READS = {
     "graph.passage",
     "groups.info",
     "groups.list",
+    "invites.list",
     "jobs.info",
     "jobs.list",
     "rag.answer",
     "rag.search",
     "rag.status",
     "tags.list",
+    "users.info",
+    "users.list",
 }
 
 

@@ -125,7 +125,7 @@ def seed(apps: Apps, *, start: str, headings: bool) -> Upgrade:
     Status = model_of_table(apps, "document_index_status")
 
     team = Team.objects.create(name=f"Acme from {start}")
-    alice = User.objects.create(username=f"alice-{start}", password="!", team=team, is_team_admin=True)
+    alice = User.objects.create(username=f"alice-{start}", password="!", team=team, role="admin")
     User.objects.create(username=f"bob-{start}", password="!", team=team)
     handbook = Collection.objects.create(team=team, name="Handbook", default_access="read", created_by=alice)
 

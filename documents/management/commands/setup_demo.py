@@ -10,7 +10,7 @@ from django.db import transaction
 
 from documents import services
 from documents.models import Collection, Document
-from permissions.models import Access, ApiToken, Role, Team, TokenScope, User
+from permissions.models import Access, ApiToken, Role, Team, TeamRole, TokenScope, User
 from permissions.services import api_token_create, api_token_revoke, team_create, user_create
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
@@ -48,9 +48,9 @@ class Command(BaseCommand):
             acme.example_questions = ACME_QUESTIONS
             acme.save(update_fields=["example_questions"])
             globex = Team.objects.filter(name="Globex").first() or team_create(name="Globex")
-            alice = self._user(acme, "alice", is_team_admin=True)
+            alice = self._user(acme, "alice", role=TeamRole.ADMIN)
             self._user(acme, "bob")
-            charlie = self._user(globex, "charlie", is_team_admin=True)
+            charlie = self._user(globex, "charlie", role=TeamRole.ADMIN)
             collections = {
                 ("Acme", "Handbook"): self._collection(alice, "Handbook", Access.READ),
                 ("Acme", "Engineering"): self._collection(alice, "Engineering", Access.NONE),
@@ -78,14 +78,12 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"API token: {issued.plaintext}")
 
-    def _user(self, team: Team, username: str, is_team_admin: bool = False) -> User:
+    def _user(self, team: Team, username: str, role: str = TeamRole.MEMBER) -> User:
         existing = User.objects.filter(username=username).first()
         if existing:
             return existing
         # alice operates the demo, so she may also use the Django admin.
-        return user_create(
-            team=team, username=username, password=DEMO_PASSWORD, is_team_admin=is_team_admin, is_superuser=username == "alice"
-        )
+        return user_create(team=team, username=username, password=DEMO_PASSWORD, role=role, is_superuser=username == "alice")
 
     def _collection(self, by: User, name: str, access: str) -> Collection:
         assert by.team_id is not None, "the demo users are created with a team"

@@ -8,6 +8,7 @@ from pytest_django import Settings
 
 from documents.ingestion import jobs as import_jobs
 from documents.models import Document, ImportJob, Source
+from permissions.models import TeamRole
 from rag.providers.embeddings import get_embedding_provider
 from tests.conftest import ApiFor, Cast
 from tests.documents.ingestion.conftest import JobInfo, Upload, outcomes, reasons
@@ -226,17 +227,17 @@ def test_a_job_stays_visible_to_its_creator_who_can_no_longer_read_its_collectio
 ) -> None:
     job_id = upload(cast.alice, cast.private, {"notes.md": b"# Notes"})["data"]["id"]
     cast.private.memberships.filter(user=cast.alice).delete()
-    cast.alice.is_team_admin = False
+    cast.alice.role = TeamRole.MEMBER
     cast.alice.save()
     assert api_for(cast.alice).post("jobs.info", {"id": job_id}).status_code == 200
 
 
 def test_a_job_links_only_the_documents_the_viewer_may_read(cast: Cast, upload: Upload, job_info: JobInfo) -> None:
-    cast.alice.is_team_admin = False
+    cast.alice.role = TeamRole.MEMBER
     cast.alice.save()
     job_id = upload(cast.alice, cast.handbook, {"draft.md": b"# Draft"}, publish=False)["data"]["id"]
     assert job_info(cast.alice, job_id)["files"][0]["documentId"] is not None
-    cast.bob.is_team_admin = True
+    cast.bob.role = TeamRole.ADMIN
     cast.bob.save()
     (entry,) = job_info(cast.bob, job_id)["files"]
     assert (entry["documentId"], entry["title"], entry["outcome"]) == (None, "", "created")
