@@ -29,7 +29,7 @@ from config.errors import NotFound, ValidationFailed
 from permissions import selectors, services
 from permissions.http import AuthenticatedHttpRequest
 from permissions.models import Group, TokenScope
-from permissions.policy import can_manage_groups
+from permissions.policy import can_manage_groups, can_write
 
 
 class GroupForm(forms.Form):
@@ -182,7 +182,8 @@ def _tokens_page(
     now = timezone.now()
     tokens = request.user.api_tokens.order_by("-created_at")
     rows = [(t, "revoked" if t.revoked_at else "expired" if t.expires_at and t.expires_at <= now else "active") for t in tokens]
-    return render(request, "permissions/account_tokens.html", {"form": form, "tokens": rows, "issued": issued}, status=status)
+    context = {"form": form, "tokens": rows, "issued": issued, "can_create": can_write(request.user)}
+    return render(request, "permissions/account_tokens.html", context, status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -192,6 +193,8 @@ def _tokens_page(
 def tokens_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Your API tokens; the form creates one, whose secret this response shows once (it is stored only as a digest)."""
     form = TokenForm(request.POST or None)
+    if request.method == "POST" and not can_write(request.user):
+        raise PermissionDenied("A read-only member cannot create API tokens.")
     if request.method == "POST" and form.is_valid():
         expires = form.cleaned_data["expires"]
         issued = services.api_token_create(

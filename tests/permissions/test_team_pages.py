@@ -11,7 +11,7 @@ from django.utils import timezone
 from pytest_django import Settings
 
 from documents.models import CollectionMembership
-from permissions.models import ApiToken, Group, GroupMembership, Role, TokenScope
+from permissions.models import ApiToken, Group, GroupMembership, Role, TeamRole, TokenScope
 from permissions.services import api_token_create
 from tests.conftest import Cast, SignIn
 from tests.factories import GroupFactory, GroupMembershipFactory
@@ -106,6 +106,16 @@ def test_a_new_token_is_shown_once_and_works(signed_in: SignIn, cast: Cast) -> N
     assert secret not in listing and f"{token.prefix}…" in listing
     api = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert api.post("/api/documents.list", {}, content_type="application/json").status_code == 200
+
+
+def test_a_read_only_member_is_offered_no_token_and_cannot_post_one(signed_in: SignIn, cast: Cast) -> None:
+    cast.bob.role = TeamRole.READ_ONLY
+    cast.bob.save()
+    client = signed_in(cast.bob)
+    page = client.get("/account/tokens").content.decode()
+    assert 'id="create-token"' not in page and "read-only member" in page
+    response = client.post("/account/tokens", {"name": "laptop", "scope": "read", "expires": "30"})
+    assert response.status_code == 403 and not ApiToken.objects.filter(user=cast.bob).exists()
 
 
 def test_a_token_that_never_expires_is_offered_and_created(signed_in: SignIn, cast: Cast) -> None:

@@ -174,6 +174,7 @@ def test_the_pages_need_a_signed_in_user_and_only_get(client, signed_in: SignIn,
 
 
 def test_the_header_links_search_and_documents(signed_in: SignIn, cast: Cast) -> None:
+    DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Something to read")
     html = signed_in(cast.bob).get("/rag").content.decode()
     nav = html.split("<nav>")[1].split("</nav>")[0]
     assert '<a href="/search">Search</a>' in nav and '<a href="/documents">Documents</a>' in nav
