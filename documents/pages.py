@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.contrib.auth.decorators import login_required
@@ -17,6 +18,8 @@ from documents.models import SourceFormat, import_storage
 from documents.rendering import document_html
 from documents.selectors import document_get, document_source, source_of, writable_collections
 from permissions.http import AuthenticatedHttpRequest
+
+logger = logging.getLogger("documents")
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -69,8 +72,14 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
         raise Http404("This document was not imported from a file.")
     inline = source.format in _INLINE_TYPES
     assert source.original.name, "every source is saved with its original (documents.ingestion.jobs)"
+    storage = import_storage()
+    if not storage.exists(source.original.name):
+        # The imports storage lost it (a volume or bucket not restored with the database): say so, and tell the operator.
+        logger.error("The original %s of document %s is missing from the imports storage", source.original.name, document_id)
+        raise Http404("The original file is missing from storage.")
+    # Read from the storage web and worker share (a folder or a bucket) in chunks, never as a path on this disk.
     response = FileResponse(
-        import_storage().open(source.original.name, "rb"),
+        storage.open(source.original.name, "rb"),
         as_attachment=not inline,
         filename=source.filename,
         content_type=_INLINE_TYPES.get(source.format, "application/octet-stream"),
