@@ -1,6 +1,6 @@
 """Container health checks (docker-compose.yml): `python -m config.healthcheck web|beat`, exit 0 when healthy.
 
-Each check runs in a fresh process every few seconds, so it imports neither Django nor Celery.
+Each check runs in a fresh process every few seconds, so it loads no settings and opens no connection but the one it checks.
 The worker's check is Celery's own, `celery inspect ping`: it answers only when the worker reads the broker.
 """
 
