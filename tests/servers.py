@@ -34,9 +34,10 @@ def database_env() -> dict[str, str]:
 class GunicornServer:
     """`gunicorn config.wsgi` as deployed (config.gunicorn's gthread workers), with the test settings and the fake providers."""
 
-    def __init__(self, *, log_path: Path, extra_env: dict[str, str] | None = None, workers: int = 1) -> None:
+    def __init__(self, *, log_path: Path, extra_env: dict[str, str] | None = None, workers: int = 1, cwd: Path = ROOT) -> None:
         self.log_path = log_path
         self.workers = workers
+        self.cwd = cwd
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.test",
@@ -45,6 +46,8 @@ class GunicornServer:
             "RAG_EMBEDDING_MODEL": "fake-embedding",
             "RAG_EMBEDDING_DIMENSION": "384",
             "CAIRN_TEST_LLM_MODEL": "fake-llm",
+            # The code is found from any working directory.
+            "PYTHONPATH": str(ROOT),
             **(extra_env or {}),
         }
         self.process: subprocess.Popen | None = None
@@ -72,7 +75,7 @@ class GunicornServer:
                 "info",
                 "--no-control-socket",
             ],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=self.env,
             start_new_session=True,
             stdout=log,

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -60,6 +61,34 @@ def _cpu_count() -> int:
 def _embedded_data_dir(default: Path) -> str:
     """CAIRN_EMBEDDED_PGDATA as an absolute path, so child processes can be handed it as is."""
     return str(Path(env("CAIRN_EMBEDDED_PGDATA", default=str(default))).expanduser().absolute())
+
+
+def _import_storage(storage_url: str, directory: str) -> dict[str, Any]:
+    """STORAGES["imports"]: the folder `directory`, or the bucket `storage_url` names (s3://bucket/prefix, django-storages)."""
+    if not storage_url:
+        return {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": directory}}
+    url = urlsplit(storage_url)
+    if url.scheme != "s3" or not url.hostname or url.port or url.username or url.query or url.fragment:
+        raise ImproperlyConfigured(f"IMPORT_STORAGE_URL must be s3://bucket or s3://bucket/prefix, got {storage_url!r}")
+    endpoint = env("IMPORT_S3_ENDPOINT_URL", default="").strip()
+    access_key = env("IMPORT_S3_ACCESS_KEY_ID", default="")
+    secret_key = env("IMPORT_S3_SECRET_ACCESS_KEY", default="")
+    if bool(access_key) != bool(secret_key):
+        raise ImproperlyConfigured("IMPORT_S3_ACCESS_KEY_ID and IMPORT_S3_SECRET_ACCESS_KEY are set together, or neither")
+    options: dict[str, Any] = {
+        "bucket_name": url.hostname,
+        "location": url.path.strip("/"),
+        "endpoint_url": endpoint or None,
+        "region_name": env("IMPORT_S3_REGION", default="") or None,
+        # An S3-compatible server (MinIO, Ceph, Garage) answers at its own host name, not at bucket.host.
+        "addressing_style": "path" if endpoint else None,
+        # A file read from the bucket is kept in memory up to this size, then in a temporary file
+        # (django-storages' default keeps the whole object in memory).
+        "max_memory_size": 2 * 1024 * 1024,
+    }
+    if access_key:  # otherwise the AWS SDK's own chain: AWS_ACCESS_KEY_ID, a profile, an instance role
+        options |= {"access_key": access_key, "secret_key": secret_key}
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
 
 
 DEBUG = _bool("DEBUG", False)
@@ -221,13 +250,15 @@ IMPORT_MAX_EXPANDED_SIZE = _positive_int("IMPORT_MAX_EXPANDED_SIZE", 200 * 1024 
 IMPORT_MAX_DOCX_EXPANDED_SIZE = _positive_int("IMPORT_MAX_DOCX_EXPANDED_SIZE", 32 * 1024 * 1024)
 # Elements one HTML file may have: BeautifulSoup's tree costs about 1 KB for each.
 IMPORT_MAX_HTML_ELEMENTS = _positive_int("IMPORT_MAX_HTML_ELEMENTS", 200_000)
-# Originals and uploads waiting for the worker. A local folder by default; STORAGES["imports"]
-# can name another backend (S3 and the like) in a settings module of your own.
+# Originals and uploads waiting for the worker (documents.models.import_storage). The web server writes
+# the uploads and the worker reads them, so both must reach the same storage: one folder (docker-compose.yml
+# mounts one volume in both), or an S3 bucket, IMPORT_STORAGE_URL=s3://bucket/prefix.
 IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())
+IMPORT_STORAGE_URL = env("IMPORT_STORAGE_URL", default="").strip()
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "imports": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": IMPORT_STORAGE_DIR}},
+    "imports": _import_storage(IMPORT_STORAGE_URL, IMPORT_STORAGE_DIR),
 }
 
 REDIS_URL = env("REDIS_URL", default="")

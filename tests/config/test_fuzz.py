@@ -40,7 +40,7 @@ def test_a_thousand_generated_requests_to_the_api_mcp_and_the_wire_get_no_server
                 sys.executable,
                 "bench/fuzz.py",
                 *("--url", server.url, "--token", token, "--report", str(tmp_path / "events.ndjson")),
-                *("--max-examples", "25", "--mcp-cases", "300", "--wire-cases", "300"),
+                *("--max-examples", "10", "--mcp-cases", "300", "--wire-cases", "300"),
             ],
             cwd=ROOT,
             capture_output=True,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from django.http import FileResponse
 from django.http.response import HttpResponseBase
 from django.test import Client
@@ -90,3 +93,14 @@ def test_the_document_page_links_to_its_original(cast: Cast, upload: Upload, sig
     document = Document.objects.get()
     page = signed_in(cast.bob).get(f"/doc/{document.pk}").content.decode()
     assert f'imported from <a href="/doc/{document.pk}/original?v=1">handbook.pdf</a>' in page
+
+
+def test_an_original_lost_from_storage_is_a_404_and_a_logged_error_not_a_server_error(
+    cast: Cast, upload: Upload, signed_in: SignIn, import_storage: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    upload(cast.alice, cast.handbook, {"lost.md": b"# Lost"})
+    document = Document.objects.get()
+    for stored in (import_storage / "originals").glob("*/*/*"):
+        stored.unlink()  # a volume or bucket not restored with the database
+    assert original(signed_in(cast.alice), document).status_code == 404
+    assert "missing from the imports storage" in caplog.text, "the operator is told"

@@ -25,12 +25,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class Worker:
-    def __init__(self, broker_url: str, extra_env: dict[str, str], args: tuple[str, ...] = ()) -> None:
+    def __init__(self, broker_url: str, extra_env: dict[str, str], args: tuple[str, ...] = (), cwd: Path = ROOT) -> None:
         self.args = args
+        self.cwd = cwd
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.local",
             **database_env(),
+            "PYTHONPATH": str(ROOT),  # the code is found from any working directory
             "CELERY_BROKER_URL": broker_url,
             "RAG_EMBEDDING_PROVIDER": "fake",
             "RAG_EMBEDDING_MODEL": "fake-embedding",
@@ -54,7 +56,7 @@ class Worker:
                 "--without-mingle",
                 *self.args,
             ],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=self.env,
             start_new_session=True,
             stdout=subprocess.DEVNULL,
