@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import kombu.exceptions
+from botocore.exceptions import HTTPClientError
 from celery import Celery, Task
 from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun
 from celery.utils.time import get_exponential_backoff_interval
@@ -59,8 +60,9 @@ logger = logging.getLogger("config.celery")
 # The broker could not be reached (refused, reset, timed out): kombu wraps redis' and amqp's errors in this.
 BROKER_ERRORS: tuple[type[Exception], ...] = (kombu.exceptions.OperationalError,)
 # Errors that say nothing about the work itself: the database or the broker was unreachable for a while
-# (a restart, a dropped connection, a deadlock or a statement cancelled). Trying again later may succeed.
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (db.OperationalError, db.InterfaceError, *BROKER_ERRORS)
+# (a restart, a dropped connection, a deadlock or a statement cancelled), or an S3 imports storage could not be
+# reached (botocore's connection errors). Trying again later may succeed.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (db.OperationalError, db.InterfaceError, HTTPClientError, *BROKER_ERRORS)
 # Pauses before the retries of a task: 2, 4, 8... seconds (each drawn at random below that), at most a minute.
 RETRY_BACKOFF = 2
 RETRY_BACKOFF_MAX = 60

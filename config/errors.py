@@ -65,6 +65,11 @@ class QueueUnavailable(ApplicationError):
     status = 503
 
 
+class StorageUnavailable(ApplicationError):
+    code = "storage_unavailable"
+    status = 503
+
+
 class RequestTooLarge(ApplicationError):
     code = "request_too_large"
     status = 413

@@ -597,7 +597,7 @@ class DocumentImportApi(RpcApi):
 
     write_scope = True
     parser_classes = [MultiPartParser]
-    error_statuses = (400, 401, 403, 404, 413, 429)
+    error_statuses = (400, 401, 403, 404, 413, 429, 503)
 
     class Input(serializers.Serializer):
         collectionId = serializers.UUIDField()

@@ -264,6 +264,14 @@ def import_storage() -> Storage:
     return storages["imports"]
 
 
+def storage_errors() -> tuple[type[Exception], ...]:
+    """What `import_storage()` raises when it cannot be reached: a folder's OSError, or an S3 bucket's
+    (botocore's) connection and service errors. Imported here, on first use: a folder install never pays for it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (OSError, BotoCoreError, ClientError)
+
+
 class SourceFormat(models.TextChoices):
     MARKDOWN = "markdown", "Markdown"
     TEXT = "text", "Plain text"

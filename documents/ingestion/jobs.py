@@ -9,6 +9,7 @@ job goes on with the next.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -32,6 +33,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from config.celery import TRANSIENT_ERRORS
+from config.errors import StorageUnavailable
 from documents import services
 from documents.ingestion.archives import ExpansionBudget, Opener, expand
 from documents.ingestion.detect import ARCHIVE, detect
@@ -46,6 +48,7 @@ from documents.models import (
     ImportStage,
     Source,
     import_storage,
+    storage_errors,
 )
 from permissions.models import User
 from permissions.policy import can_write_document
@@ -87,12 +90,20 @@ def import_job_create(
     job.full_clean()
     job.save()
     storage = import_storage()
-    staged = []
-    for n, upload in enumerate(uploads):
-        name = PurePosixPath((upload.name or f"file-{n}").replace("\\", "/")).name or f"file-{n}"
-        # Oversized files are refused by the worker, once it knows whether they are archives (bounded
-        # by IMPORT_MAX_REQUEST_SIZE) or documents (IMPORT_MAX_FILE_SIZE).
-        staged.append({"name": name, "size": upload.size, "key": storage.save(f"uploads/{job.pk}/{n}", upload)})
+    staged: list[dict] = []
+    try:
+        for n, upload in enumerate(uploads):
+            name = PurePosixPath((upload.name or f"file-{n}").replace("\\", "/")).name or f"file-{n}"
+            # Oversized files are refused by the worker, once it knows whether they are archives (bounded
+            # by IMPORT_MAX_REQUEST_SIZE) or documents (IMPORT_MAX_FILE_SIZE).
+            staged.append({"name": name, "size": upload.size, "key": storage.save(f"uploads/{job.pk}/{n}", upload)})
+    except storage_errors() as exc:
+        # The job's row rolls back with this error; the uploads already stored go too, as far as the storage lets.
+        logger.exception("the imports storage could not be written: the import is refused")
+        for stored in staged:
+            with contextlib.suppress(*storage_errors()):
+                storage.delete(stored["key"])
+        raise StorageUnavailable("The file storage could not be reached, so nothing was imported. Try again later.") from exc
     job.uploads = staged
     job.save(update_fields=["uploads"])
     return job

@@ -294,3 +294,26 @@ def test_a_shift_jis_file_is_imported_and_deeply_nested_html_fails_with_the_nest
     assert reasons(job)["deep.html"] == "The HTML is nested more than 200 elements deep; Cairn reads at most 200."
     document = Document.objects.get()
     assert (document.title, document.text) == ("議事録", notes)
+
+
+def test_an_import_while_the_storage_is_unreachable_is_refused_cleanly_and_saves_nothing(
+    cast: Cast, upload: Upload, settings: Settings
+) -> None:
+    from botocore.config import Config
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "imports": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": "cairn",
+                "endpoint_url": "http://127.0.0.1:9",  # the discard port: nothing listens
+                "access_key": "cairn",
+                "secret_key": "not-a-real-secret",
+                "client_config": Config(retries={"max_attempts": 1}, connect_timeout=2),
+            },
+        },
+    }
+    body = upload(cast.alice, cast.handbook, {"notes.md": MARKDOWN.encode()}, status=503)
+    assert body["error"] == "storage_unavailable" and "nothing was imported" in body["message"]
+    assert not ImportJob.objects.exists() and not Document.objects.exists()
