@@ -155,3 +155,11 @@ def test_someone_elses_token_is_the_404_page_and_stays_live(signed_in: SignIn, c
 def test_the_tokens_page_needs_signing_in_and_the_header_links_it(client: Client, signed_in: SignIn, cast: Cast) -> None:
     assert client.get("/account/tokens")["Location"].startswith("/login")
     assert '<a href="/account/tokens">Tokens</a>' in signed_in(cast.bob).get("/rag").content.decode()
+
+
+def test_the_team_pages_link_each_other_members_included(signed_in: SignIn, cast: Cast) -> None:
+    client = signed_in(cast.alice)
+    for page, others in (("/team/members", ("/team/collections", "/team/groups")), ("/team/groups", ("/team/members",))):
+        html = client.get(page).content.decode()
+        nav = html.split('aria-label="Team administration">', 1)[1].split("</nav>", 1)[0]
+        assert all(f'href="{other}"' in nav for other in others), (page, nav)

@@ -241,6 +241,15 @@ def converse(page, server):
     expect(page.locator("#searched")).to_have_text("Searched as: How do I request them? (How many vacation days do I get?)")
     expect(page.locator("#answer a.cite").first).to_be_visible()
     expect(page.locator("#conversations button.open .when")).to_contain_text("2 questions")
+    # On a wide screen too, each conversation's rename and delete buttons sit inside the list, not clipped off it.
+    listed, rename = (
+        page.locator("#conversations").bounding_box(),
+        page.locator("#conversations button.icon").first.bounding_box(),
+    )
+    assert listed and rename and rename["x"] + rename["width"] <= listed["x"] + listed["width"], (listed, rename)
+    assert page.evaluate(
+        "(() => { const l = document.querySelector('#conversations'); return l.scrollWidth <= l.clientWidth; })()"
+    )
 
     # Reloading reopens the conversation from the address: both turns in the thread.
     page.reload()
