@@ -13,7 +13,7 @@ from functools import wraps
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import path
@@ -82,14 +82,18 @@ def collections_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The team's collections; the form creates one (its creator becomes a read-write member)."""
     form = CollectionForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        collection = services.collection_create(
-            by=request.user,
-            name=form.cleaned_data["name"],
-            description=form.cleaned_data["description"],
-            default_access=form.cleaned_data["default_access"],
-        )
-        messages.success(request, f'Created "{collection.name}". Share it with groups and people below.')
-        return redirect("team-collection", collection_id=collection.pk)
+        try:
+            collection = services.collection_create(
+                by=request.user,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+                default_access=form.cleaned_data["default_access"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f'Created "{collection.name}". Share it with groups and people below.')
+            return redirect("team-collection", collection_id=collection.pk)
     return render(
         request,
         "documents/team_collections.html",
@@ -133,14 +137,18 @@ def collection_page(request: AuthenticatedHttpRequest, collection_id: uuid.UUID)
     collection = _collection(request, collection_id)
     form = _settings_form(collection, request.POST or None)
     if request.method == "POST" and form.is_valid():
-        services.collection_update(
-            collection=collection,
-            name=form.cleaned_data["name"],
-            description=form.cleaned_data["description"],
-            default_access=form.cleaned_data["default_access"],
-        )
-        messages.success(request, "Saved.")
-        return redirect("team-collection", collection_id=collection.pk)
+        try:
+            services.collection_update(
+                collection=collection,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+                default_access=form.cleaned_data["default_access"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Saved.")
+            return redirect("team-collection", collection_id=collection.pk)
     return _collection_page(request, collection, form)
 
 

@@ -86,6 +86,12 @@ class Collection(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        # Two shelves of one name would be told apart by nobody: in lists, filters and the import page.
+        namesakes = Collection.objects.filter(team_id=self.team_id, name__iexact=self.name.strip(), deleted_at__isnull=True)
+        if self.deleted_at is None and namesakes.exclude(pk=self.pk).exists():
+            raise ValidationError({"name": f"The team already has a collection named {self.name.strip()!r}."})
+
 
 class CollectionMembership(models.Model):
     """A user's or a group's role in one collection."""

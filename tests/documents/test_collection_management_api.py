@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from documents.models import Collection, CollectionMembership, Document
 from documents.services import collection_restore
 from permissions.models import Access, Role
-from tests.conftest import ApiFor, Cast
+from tests.conftest import ApiFor, Cast, SignIn
 from tests.factories import CollectionFactory, DocumentFactory, GroupFactory, GroupMembershipFactory
 
 if TYPE_CHECKING:
@@ -145,3 +145,22 @@ def test_a_collection_in_another_team_with_the_same_name_is_untouched_by_a_delet
     theirs = CollectionFactory.create(team=cast.charlie.team, name="Handbook", default_access=Access.READ)
     api_for(cast.alice).post("collections.delete", {"id": str(cast.handbook.id), "confirm": True})
     assert Collection.objects.get(pk=theirs.pk).deleted_at is None
+
+
+def test_a_second_collection_of_the_same_name_is_refused_until_the_first_is_deleted(cast: Cast, api_for: ApiFor) -> None:
+    alice = api_for(cast.alice)
+    created = alice.post("collections.create", {"name": "Ledger"})
+    assert created.status_code == 200, created.content
+    for body in ({"name": "ledger "}, {"name": "LEDGER", "defaultAccess": "none"}):
+        response = alice.post("collections.create", body)
+        assert response.status_code == 400 and response.json()["message"].startswith("name: The team already has"), body
+    renamed = alice.post("collections.update", {"id": str(cast.handbook.id), "name": "Ledger"})
+    assert renamed.status_code == 400 and "already has a collection named" in renamed.json()["message"]
+    assert alice.post("collections.delete", {"id": created.json()["data"]["id"]}).status_code == 200
+    assert alice.post("collections.create", {"name": "Ledger"}).status_code == 200, "a deleted collection's name is free"
+
+
+def test_the_collections_page_shows_the_name_taken_instead_of_a_second_shelf(signed_in: SignIn, cast: Cast) -> None:
+    client = signed_in(cast.alice)
+    response = client.post("/team/collections", {"name": "Handbook", "description": "", "default_access": "read"})
+    assert response.status_code == 400 and "The team already has a collection named" in response.content.decode()
