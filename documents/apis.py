@@ -554,6 +554,26 @@ class ImportJobSummaryOutput(serializers.Serializer):
 
 
 class ImportJobOutput(ImportJobSummaryOutput):
+    # Set by import_job_refresh while the job parses or indexes; null otherwise.
+    chunksTotal = serializers.IntegerField(
+        source="index_progress.chunks_total",
+        default=None,
+        allow_null=True,
+        help_text="Passages the job's documents hold, the ones not indexed yet estimated from their length; "
+        "null unless the job is parsing or indexing.",
+    )
+    chunksEmbedded = serializers.IntegerField(
+        source="index_progress.chunks_embedded",
+        default=None,
+        allow_null=True,
+        help_text="Passages of the job's documents indexed so far; null unless the job is parsing or indexing.",
+    )
+    etaSeconds = serializers.IntegerField(
+        source="index_progress.eta_seconds",
+        default=None,
+        allow_null=True,
+        help_text="Seconds until the rest is indexed, at the rate seen so far; null before a rate is known.",
+    )
     files = ImportFileOutput(many=True, source="file_outcomes")
 
 

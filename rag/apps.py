@@ -10,10 +10,10 @@ class RagConfig(AppConfig):
         from documents.index_state import register_index_state_reader
         from documents.ingestion.jobs import register_index_probe
         from rag import receivers  # noqa: F401
-        from rag.indexing.index_status import IndexCollector, document_index_state, documents_awaiting_index
+        from rag.indexing.index_status import IndexCollector, document_index_state, index_progress
 
         # An import job is done once the index has caught up with the documents it wrote.
-        register_index_probe(documents_awaiting_index)
+        register_index_probe(index_progress)
         # The document page shows whether its latest version is searchable yet.
         register_index_state_reader(document_index_state)
         # /metrics reads the index states and the queue's length at each scrape.

@@ -476,27 +476,47 @@ def _discard_uploads(job: ImportJob) -> None:
 
 
 # Indexing happens in the rag app, which documents may not import: rag registers how to ask it.
-IndexProbe = Callable[[list[uuid.UUID]], int]
+@dataclass(frozen=True)
+class IndexProgress:
+    """How far the index has come with a job's documents, in passages (chunks) as well as documents."""
+
+    waiting: int  # documents not yet indexed at their current version, nor failed
+    chunks_embedded: int  # passages of the documents indexed at their current version
+    # Those plus the passages the waiting documents will hold, estimated from their text's length until each is indexed.
+    chunks_total: int
+    eta_seconds: int | None  # at the rate observed so far; None before a rate is known
+
+
+IndexProbe = Callable[[list[uuid.UUID]], IndexProgress]
 _index_probe: IndexProbe | None = None
 
 
 def register_index_probe(probe: IndexProbe) -> None:
-    """`probe(document_ids)` answers how many of those documents still wait for their current version's index."""
+    """`probe(document_ids)` answers how far the index has come with those documents' current versions."""
     global _index_probe
     _index_probe = probe
 
 
 def import_job_refresh(job: ImportJob) -> ImportJob:
-    """A job in `indexing` becomes `done` once every document it created or changed is indexed (or failed to be)."""
-    if job.stage != ImportStage.INDEXING:
+    """A job in `indexing` becomes `done` once every document it created or changed is indexed (or failed to be).
+
+    While the job parses or indexes, `job.index_progress` says how far the index has come with the documents
+    it wrote so far (indexing runs while later files are still parsed); otherwise it is None.
+    """
+    job.index_progress = None  # type: ignore[attr-defined]  # a reading for jobs.info, no field of the model
+    if job.stage not in (ImportStage.PARSING, ImportStage.INDEXING):
         return job
     document_ids = list(
         job.files.filter(outcome__in=[ImportOutcome.CREATED, ImportOutcome.UPDATED], document__isnull=False)
         .filter(Q(document__deleted_at__isnull=True))
         .values_list("document_id", flat=True)
     )
-    waiting = _index_probe(document_ids) if _index_probe is not None and document_ids else 0
-    if waiting == 0:
+    progress = _index_probe(document_ids) if _index_probe is not None and document_ids else None
+    if job.stage == ImportStage.PARSING:
+        job.index_progress = progress  # type: ignore[attr-defined]
+    elif progress is not None and progress.waiting:
+        job.index_progress = progress  # type: ignore[attr-defined]
+    else:
         now = timezone.now()
         ImportJob.objects.filter(pk=job.pk, stage=ImportStage.INDEXING).update(stage=ImportStage.DONE, finished_at=now)
         job.stage, job.finished_at = ImportStage.DONE, now

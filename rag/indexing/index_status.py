@@ -2,12 +2,13 @@
 
 Writers mark documents pending and claim them (`request_index`, `set_state`); readers count them: for
 a viewer (`index_coverage`, rag.status), for an import waiting on its documents
-(`documents_awaiting_index`) and for the metrics scrape (`IndexCollector`); and show them, document by
+(`index_progress`) and for the metrics scrape (`IndexCollector`); and show them, document by
 document, on the document lists (`document_index_states`).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -15,12 +16,14 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from django.conf import settings
-from django.db.models import Count, F, Min, Q
+from django.db.models import Count, F, Func, IntegerField, Min, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from documents.index_state import IndexState as PageIndexState
+from documents.ingestion.jobs import IndexProgress
 from documents.models import Document
 from permissions.models import User
 from rag.corpus.serving_model import configured_model, fallback_model, serving_model
@@ -33,6 +36,19 @@ COALESCE_SECONDS = 300
 # A task holds its documents in these states, beating while it works (`keep_alive`).
 WORKING = [IndexState.CHUNKING, IndexState.EMBEDDING]
 UNSETTLED = [IndexState.PENDING, *WORKING]
+
+
+# A first guess of the bytes of text per passage, until a document of the set is indexed (`index_progress`):
+# about 4 bytes per word piece, passages as long as the chunk size or the local model's 256-token window.
+def first_guess_bytes_per_chunk() -> int:
+    return min(settings.RAG_CHUNK_SIZE, 256) * 4
+
+
+class OctetLength(Func):
+    """A text's length in bytes: PostgreSQL reads it from the value's header, without reading the text."""
+
+    function = "octet_length"
+    output_field = IntegerField()
 
 
 def set_state(document_ids: Iterable, model_id: str, state: str, **fields) -> None:
@@ -195,17 +211,62 @@ def _classified(status: tuple[str, int | None, str] | None, version: int) -> Doc
 
 
 def documents_awaiting_index(document_ids: list) -> int:
-    """How many of these documents are not yet indexed at their current version (nor failed) for the configured model.
+    """How many of these documents are not yet indexed at their current version (nor failed) for the configured model."""
+    return index_progress(document_ids).waiting
 
-    Registered with documents.ingestion.jobs.register_index_probe (documents may not import rag). With
-    RAG_ENABLED=false none: nothing indexes them until the feature is on again, so an import does not wait.
+
+def index_progress(document_ids: list) -> IndexProgress:
+    """How far the configured model's index has come with these documents: documents still waiting, passages
+    indexed at their current version, the passages there will be, and the time left at the rate seen so far.
+
+    Registered with documents.ingestion.jobs.register_index_probe (documents may not import rag). A handful of
+    aggregates over narrow rows, whatever the number of documents: the statuses' chunk counts (written with each
+    swap, no write per chunk) and the texts' byte lengths (read from the TOAST header, no text is read). A
+    document not indexed yet is estimated at the bytes per passage of those already indexed (at first, a
+    guess from the chunk size). With RAG_ENABLED=false none waits: nothing indexes them until the feature is on again, so an
+    import does not wait.
     """
     if not settings.RAG_ENABLED:
-        return 0
-    settled = IndexStatus.objects.filter(document_id__in=document_ids, model_id=settings.RAG_EMBEDDING_MODEL).filter(
-        Q(state=IndexState.FAILED) | Q(state=IndexState.INDEXED, indexed_version__gte=F("document__version"))
+        return IndexProgress(waiting=0, chunks_embedded=0, chunks_total=0, eta_seconds=None)
+    ids = set(document_ids)
+    statuses = IndexStatus.objects.filter(document_id__in=ids, model_id=settings.RAG_EMBEDDING_MODEL)
+    current = Q(state=IndexState.INDEXED, indexed_version__gte=F("document__version"))
+    done = statuses.aggregate(
+        indexed=Count("id", filter=current),
+        failed=Count("id", filter=Q(state=IndexState.FAILED)),
+        chunks=Coalesce(Sum("chunk_count", filter=current), 0),
+        size=Coalesce(Sum(OctetLength("document__text"), filter=current), 0),
+        first=Min("updated_at", filter=current),
     )
-    return len(set(document_ids)) - settled.count()
+    settled = statuses.filter(current | Q(state=IndexState.FAILED)).values("document_id")
+    waiting = (
+        Document.objects.filter(pk__in=ids)
+        .exclude(pk__in=settled)
+        .aggregate(size=Coalesce(Sum(OctetLength("text")), 0), with_text=Count("id", filter=~Q(text="")))
+    )
+    bytes_per_chunk = done["size"] / done["chunks"] if done["chunks"] and done["size"] else first_guess_bytes_per_chunk()
+    # At least a passage for each document with text in it.
+    expected = max(waiting["with_text"], round(waiting["size"] / bytes_per_chunk))
+    return IndexProgress(
+        waiting=len(ids) - done["indexed"] - done["failed"],
+        chunks_embedded=done["chunks"],
+        chunks_total=done["chunks"] + expected,
+        eta_seconds=_eta(statuses.filter(current), done["chunks"], expected, first=done["first"]),
+    )
+
+
+def _eta(indexed: QuerySet[IndexStatus], chunks: int, left: int, *, first: datetime | None) -> int | None:
+    """Seconds until `left` more passages are indexed, at the rate the `chunks` of the `indexed` statuses took
+    since the first of them was indexed (its own passages came before); None until a second one is."""
+    if not left:
+        return 0
+    if first is None:
+        return None
+    earliest = indexed.order_by("updated_at").values_list("chunk_count", flat=True).first() or 0
+    seconds = (timezone.now() - first).total_seconds()
+    if chunks <= earliest or seconds <= 0:
+        return None
+    return max(1, math.ceil(left * seconds / (chunks - earliest)))
 
 
 def document_index_state(document: Document) -> PageIndexState | None:

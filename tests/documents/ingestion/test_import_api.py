@@ -281,6 +281,48 @@ def test_a_job_stays_indexing_until_the_index_has_caught_up(cast: Cast, api_for:
     assert (done["stage"], done["finishedAt"] is not None) == ("done", True)
 
 
+def test_jobs_info_counts_the_passages_indexed_of_those_to_index_and_the_time_left(
+    cast: Cast, api_for: ApiFor, job_info: JobInfo
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from rag.indexing.pipeline import index_documents
+    from rag.models import IndexStatus
+
+    def text(topic: str) -> bytes:
+        paragraphs = [f"The {topic} team wrote note {n} about the way things are done here, at length." * 6 for n in range(30)]
+        return (f"# {topic.title()}\n\n" + "\n\n".join(paragraphs)).encode()
+
+    body = {
+        "collectionId": str(cast.handbook.pk),
+        "files": [SimpleUploadedFile(f"{topic}.md", text(topic)) for topic in ("deploys", "billing", "hiring")],
+    }
+    # No commit callbacks run here: the job is parsed by hand, and each document indexed when asked.
+    job_id = api_for(cast.alice).client.post("/api/documents.import", body, format="multipart").json()["data"]["id"]
+    import_jobs.import_uploads(job_id=job_id)
+    documents = list(Document.objects.order_by("title"))
+
+    def progress() -> tuple[str, int | None, int | None, int | None]:
+        job = job_info(cast.alice, job_id)
+        return job["stage"], job["chunksEmbedded"], job["chunksTotal"], job["etaSeconds"]
+
+    stage, embedded, total, eta = progress()
+    assert (stage, embedded, eta) == ("indexing", 0, None)
+    assert total is not None and total >= 3  # estimated from the texts: nothing is cut yet
+    index_documents(document_ids=[documents[0].pk])
+    stage, embedded, total, eta = progress()
+    first = IndexStatus.objects.get(document=documents[0]).chunk_count
+    assert (stage, embedded, eta) == ("indexing", first, None)  # one document indexed tells no rate yet
+    assert first > 1 and total is not None and total > embedded
+    index_documents(document_ids=[documents[1].pk])
+    stage, embedded, total, eta = progress()
+    counted = sum(IndexStatus.objects.filter(document__in=documents[:2]).values_list("chunk_count", flat=True))
+    assert (stage, embedded) == ("indexing", counted)
+    assert total is not None and total > embedded and eta is not None and eta > 0
+    index_documents(document_ids=[documents[2].pk])
+    assert progress() == ("done", None, None, None)
+
+
 def test_a_shift_jis_file_is_imported_and_deeply_nested_html_fails_with_the_nesting_limit(
     cast: Cast, upload: Upload, job_info: JobInfo
 ) -> None:
