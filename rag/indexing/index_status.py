@@ -223,8 +223,8 @@ def index_progress(document_ids: list) -> IndexProgress:
     aggregates over narrow rows, whatever the number of documents: the statuses' chunk counts (written with each
     swap, no write per chunk) and the texts' byte lengths (read from the TOAST header, no text is read). A
     document not indexed yet is estimated at the bytes per passage of those already indexed (at first, a
-    guess from the chunk size). With RAG_ENABLED=false none waits: nothing indexes them until the feature is on again, so an
-    import does not wait.
+    guess from the chunk size). With RAG_ENABLED=false none waits: nothing indexes them until the feature is
+    on again, so an import does not wait.
     """
     if not settings.RAG_ENABLED:
         return IndexProgress(waiting=0, chunks_embedded=0, chunks_total=0, eta_seconds=None)
@@ -242,7 +242,8 @@ def index_progress(document_ids: list) -> IndexProgress:
     waiting = (
         Document.objects.filter(pk__in=ids)
         .exclude(pk__in=settled)
-        .aggregate(size=Coalesce(Sum(OctetLength("text")), 0), with_text=Count("id", filter=~Q(text="")))
+        .annotate(bytes=OctetLength("text"))
+        .aggregate(size=Coalesce(Sum("bytes"), 0), with_text=Count("id", filter=Q(bytes__gt=0)))
     )
     bytes_per_chunk = done["size"] / done["chunks"] if done["chunks"] and done["size"] else first_guess_bytes_per_chunk()
     # At least a passage for each document with text in it.
