@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Length, Replace, Substr
 
 from config.errors import NotFound
@@ -175,7 +176,7 @@ class Place:
     line: int  # the 1-based line of the text holding the offset
 
 
-def _newlines_before(offset: int) -> Length:
+def _newlines_before(offset: int) -> CombinedExpression:
     head = Substr("text", 1, offset)
     return Length(head) - Length(Replace(head, Value("\n"), Value("")))
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from documents.models import Document
+from rag.mcp import tools
 from tests.conftest import Api, ApiFor, Cast, SignIn
 from tests.documents.ingestion.conftest import Upload
 from tests.documents.ingestion.files import make_pdf
@@ -57,6 +58,13 @@ def test_a_markdown_citation_carries_the_lines_of_its_sentence(cast: Cast, uploa
     assert citation["lines"] == {"start": 9, "end": 9}
     assert citation["location"] == "owls.md:9-9"
     assert citation["page"] is None
+
+
+def test_the_mcp_answer_tool_cites_the_same_lines(cast: Cast, upload: Upload) -> None:
+    upload(cast.alice, cast.handbook, {"owls.md": NOTES.encode()})
+    caller = tools.Caller(user=cast.alice, can_write=True)
+    citation = tools.call("answer", caller=caller, arguments={"query": "Where do barn owls nest?"})["data"]["citations"][0]
+    assert (citation["lines"], citation["location"]) == ({"start": 9, "end": 9}, "owls.md:9-9")
 
 
 def test_a_sentence_over_two_lines_is_cited_with_both(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
