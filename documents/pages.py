@@ -27,7 +27,7 @@ from config.errors import NotFound
 from documents import selectors, services
 from documents.diffs import text_diff
 from documents.index_state import index_state
-from documents.models import Document, DocumentVersion, SourceFormat, import_storage
+from documents.models import Document, DocumentVersion, Source, SourceFormat, import_storage
 from documents.rendering import document_html
 from documents.selectors import document_get, document_source, source_of, writable_collections
 from documents.tags import normalise_tags, split_tags
@@ -75,6 +75,7 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
         stale = True  # the offsets point into another version of the text: highlighting them would mislead
     elif start is not None and end is not None and start < end <= len(document.text):
         highlight = (start, end)
+    source = source_of(document=document)
     can_write = can_write_document(request.user, document)
     history, history_total = _history(document)
     return render(
@@ -85,7 +86,8 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
             "html": _html(document.text, title=document.title, highlight=highlight),
             "stale": stale,
             "cited_version": version,
-            "source": source_of(document=document),
+            "source": source,
+            "cited": _cited_place(document, source, highlight) if highlight else None,
             "index_state": index_state(document),
             "can_write": can_write,
             "move_to": [c for c in writable_collections(user=request.user) if c.pk != document.collection_id]
@@ -95,6 +97,23 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
             "history_total": history_total,
         },
     )
+
+
+@dataclass(frozen=True)
+class CitedPlace:
+    location: str  # as a citation gives it: `path:start-end`, or `path#page=N` for a PDF
+    href: str | None  # the original PDF at that page
+
+
+def _cited_place(document: Document, source: Source | None, highlight: tuple[int, int]) -> CitedPlace:
+    """Where the highlighted quote is: the page of the PDF the version was imported from, else its lines."""
+    where = source.path if source is not None else document.title
+    if source is not None and source.page_map and source.document_version == document.version:
+        page = source.page_of(highlight[0])
+        return CitedPlace(location=f"{where}#page={page}", href=f"{source.original_url}#page={page}")
+    first = document.text.count("\n", 0, highlight[0]) + 1
+    last = first + document.text.count("\n", highlight[0], max(highlight[0], highlight[1] - 1))
+    return CitedPlace(location=f"{where}:{first}-{last}", href=None)
 
 
 @dataclass(frozen=True)

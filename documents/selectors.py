@@ -7,7 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Length, Replace, Substr
 
 from config.errors import NotFound
 from documents.models import (
@@ -165,21 +167,59 @@ def source_of(*, document: Document, version: int | None = None) -> Source | Non
     return sources.order_by("-document_version").first()
 
 
-def source_pages(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[tuple[uuid.UUID, int, int], int | None]:
-    """The PDF page of each (document id, version, offset), None where the version has no page map.
+@dataclass(frozen=True)
+class Place:
+    """Where a cited offset sits in its document version: the file it was imported from, its PDF pages, its line."""
 
-    Callers pass passages of documents they already loaded through `visible_to`; one query for all.
+    path: str | None  # the path of the file the document was imported from; None for one written in Cairn
+    page_map: tuple[int, ...]  # where each PDF page starts in the version's text; empty for other formats or versions
+    line: int  # the 1-based line of the text holding the offset
+
+
+def _newlines_before(offset: int) -> CombinedExpression:
+    head = Substr("text", 1, offset)
+    return Length(head) - Length(Replace(head, Value("\n"), Value("")))
+
+
+def citation_places(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[tuple[uuid.UUID, int, int], Place]:
+    """The place of each (document id, version, offset): its document's source path, its version's page map, its line.
+
+    Callers pass passages of documents they already loaded through `visible_to`. Lines are counted in
+    SQL, so no text leaves the database: from the document at its current version, else from its
+    history (a version's entries share one text).
     """
-    keys = list(citations)
+    keys = list(dict.fromkeys(citations))
     if not keys:
         return {}
-    rows = Source.objects.filter(document_id__in={d for d, _, _ in keys}, document_version__in={v for _, v, _ in keys})
-    sources = {(s.document_id, s.document_version): s for s in rows.only("document_id", "document_version", "page_map")}
-    pages: dict[tuple[uuid.UUID, int, int], int | None] = {}
-    for document_id, version, offset in keys:
-        source = sources.get((document_id, version))
-        pages[(document_id, version, offset)] = source.page_of(offset) if source is not None else None
-    return pages
+    rows = Source.objects.filter(document_id__in={d for d, _, _ in keys}).order_by("document_version")
+    sources = {(s.document_id, s.document_version): s for s in rows.only("document_id", "document_version", "path", "page_map")}
+    # A document edited after its import still came from that file: the newest import names it.
+    paths = {document_id: source.path for (document_id, _), source in sources.items()}
+    lines: dict[tuple[uuid.UUID, int, int], int] = {}
+    for model, id_field in ((Document, "pk"), (DocumentVersion, "document_id")):
+        wanted = [k for k in keys if k not in lines]
+        if not wanted:
+            break
+        counts = {
+            f"n{i}": Case(When(Q(**{id_field: d}, version=v), then=_newlines_before(offset)), default=Value(None))
+            for i, (d, v, offset) in enumerate(wanted)
+        }
+        query = Q()
+        for d, v, _ in wanted:
+            query |= Q(**{id_field: d}, version=v)
+        for row in model.objects.filter(query).values(id_field, "version", **counts):
+            for i, key in enumerate(wanted):
+                if (row[id_field], row["version"]) == key[:2] and row[f"n{i}"] is not None:
+                    lines[key] = row[f"n{i}"] + 1
+    places = {}
+    for key in keys:
+        source = sources.get(key[:2])
+        places[key] = Place(
+            path=paths.get(key[0]),
+            page_map=tuple(source.page_map) if source is not None else (),
+            line=lines.get(key, 1),
+        )
+    return places
 
 
 def document_versions(*, document: Document) -> QuerySet[DocumentVersion]:

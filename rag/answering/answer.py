@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -28,7 +28,7 @@ from rag.answering.cache import CachedAnswer, CacheSlot, answer_cache_lookup, an
 from rag.answering.citations import CitationFilter, clean_citations
 from rag.answering.confidence import Assessment, ConfidenceFactors
 from rag.answering.conversations import turn_save
-from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
+from rag.answering.extractive import INSUFFICIENT_ANSWER, extract
 from rag.answering.followup import Thread, thread_for
 from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
@@ -340,11 +340,19 @@ def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: 
 
 @dataclass
 class _Plan:
-    """How the answer will be made: its mode, the text's pieces as they come, and the LLM writing them (if any)."""
+    """How the answer will be made: its mode, the text's pieces as they come, and the LLM writing them (if any).
+
+    `quotes` are the spans of the sentences an extractive answer quotes, by passage number: its citations point at them.
+    """
 
     mode: str
     pieces: Iterator[str]
     client: LLMClient | None = None
+    quotes: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _citations(passages: Mapping[int, Passage], quotes: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, Any]]:
+    return {n: p.citation(quotes.get(n)) for n, p in passages.items()}
 
 
 def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
@@ -353,9 +361,10 @@ def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
         return _Plan(MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER))
     client = get_llm()
     if client is None:
-        extracted = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
+        extracted = extract(retrieval.query, retrieval.passages, facts=retrieval.facts)
         # No sentence of the passages answers the question: that is an insufficient answer, not an extractive one.
-        return _Plan(MODE_INSUFFICIENT if extracted == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE, _pieces(extracted))
+        mode = MODE_INSUFFICIENT if extracted.text == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
+        return _Plan(mode, _pieces(extracted.text), quotes=extracted.quotes)
     messages = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts, earlier=thread.earlier)
     pieces = _metered(
         stream_with_retries(
@@ -393,7 +402,8 @@ def answer_events(
     mode = plan.mode
     latency = {**thread.latency, **retrieval.latency}
     generation_started = time.perf_counter()
-    stream = _CitedStream({n: p.citation() for n, p in passages.items()}, first_text_latency=latency, started=retrieval.started)
+    quotes = plan.quotes
+    stream = _CitedStream(_citations(passages, quotes), first_text_latency=latency, started=retrieval.started)
     logged = False
     try:
         try:
@@ -407,9 +417,11 @@ def answer_events(
                 "Answer generation with %s failed, answering extractively: %s", plan.client.model if plan.client else "-", exc
             )
             log.error = str(exc)[:2000]
-            answer = extractive_answer(retrieval.query, retrieval.passages, facts=retrieval.facts)
+            extracted = extract(retrieval.query, retrieval.passages, facts=retrieval.facts)
+            answer, quotes = extracted.text, extracted.quotes
             mode = MODE_INSUFFICIENT if answer == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
             if not stream.sent:
+                stream.citations = _citations(passages, quotes)
                 yield from stream.events(_pieces(answer))
         finally:
             close = getattr(plan.pieces, "close", None)
@@ -417,7 +429,7 @@ def answer_events(
                 close()
         latency["generationMs"] = ms_since(generation_started)
         record = _answer_record(
-            log, answer=answer, mode=mode, passages=passages, retrieval=retrieval, thread=thread, latency=latency
+            log, answer=answer, mode=mode, passages=passages, quotes=quotes, retrieval=retrieval, thread=thread, latency=latency
         )
         logged = True
         if cache_slot is not None and not log.error:
@@ -437,13 +449,14 @@ def _answer_record(
     answer: str,
     mode: str,
     passages: dict[int, Passage],
+    quotes: Mapping[int, tuple[int, int]],
     retrieval: Retrieval,
     thread: Thread,
     latency: dict[str, float],
 ) -> AnswerRecord:
     """The answer with only the citations it makes, its confidence and html, saved as the thread's newest turn."""
     answer, cited = clean_citations(answer, set(passages))
-    citations = [passages[n].citation() for n in sorted(cited)]
+    citations = [passages[n].citation(quotes.get(n)) for n in sorted(cited)]
     assessment = answer_confidence(passages, mode=mode, cited=cited)
     latency["totalMs"] = ms_since(retrieval.started)
     log.answer, log.mode, log.confidence, log.citations = answer, mode, str(assessment.level), citations

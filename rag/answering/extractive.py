@@ -15,7 +15,8 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,17 @@ class Sentence:
     terms: frozenset[str]
     # The words of the document's title and of the headings above the sentence: what it is about.
     context: frozenset[str] = frozenset()
+    # Where the sentence as written (markup and all) sits in its document version's text.
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class Extract:
+    """An extractive answer, and the span of the first sentence it quotes from each passage, by passage number."""
+
+    text: str
+    quotes: dict[int, tuple[int, int]]
 
 
 def _plain(sentence: str) -> str:
@@ -97,9 +109,32 @@ def _plain(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
-def visible_text(text: str) -> str:
-    """`text` without `<style>`, `<script>`, `<template>` and `<noscript>` blocks and HTML comments, content included."""
-    return _HIDDEN.sub(" ", text)
+def _pieces(text: str) -> Iterator[tuple[str, int]]:
+    """The sentences and blocks of `text`, each with the offset in `text` of its first character that is not blank.
+
+    `<style>`, `<script>`, `<template>` and `<noscript>` blocks and HTML comments, content included,
+    are never part of one: each stands as a space, and `shifts` maps offsets back across them.
+    """
+    visible, shifts, last = [], [(0, 0)], 0
+    for match in _HIDDEN.finditer(text):
+        visible.append(text[last : match.start()] + " ")
+        last = match.end()
+        shifts.append((sum(map(len, visible)), last))
+    visible.append(text[last:])
+    joined = "".join(visible)
+    keys = [v for v, _ in shifts]
+
+    def original(offset: int) -> int:
+        v, o = shifts[bisect_right(keys, offset) - 1]
+        return o + offset - v
+
+    at = 0
+    for separator in [*_SENTENCE_END.finditer(joined), None]:
+        end = separator.start() if separator else len(joined)
+        piece = joined[at:end]
+        lead = len(piece) - len(piece.lstrip())
+        yield piece, original(at + lead)
+        at = separator.end() if separator else end
 
 
 def _terms(text: str) -> frozenset[str]:
@@ -120,7 +155,7 @@ def _has(terms: frozenset[str], wanted: str) -> bool:
 def _sentences(passage: Passage) -> list[Sentence]:
     sentences: list[Sentence] = []
     headings = {1: passage.title}  # by level; the title stands above all of them
-    for piece in _SENTENCE_END.split(visible_text(passage.text)):
+    for piece, offset in _pieces(passage.text):
         if heading := _HEADING.match(piece):
             # Headings name a topic; they answer nothing, but say what the sentences under them are about.
             level = heading.group(1).count("#")
@@ -129,7 +164,18 @@ def _sentences(passage: Passage) -> list[Sentence]:
         text = _plain(piece)
         if len(_WORD.findall(text)) >= 3:
             context = _terms(_plain(" ".join(headings.values())))
-            sentences.append(Sentence(n=passage.n, index=len(sentences), text=text, terms=_terms(text), context=context))
+            start = passage.start + offset
+            sentences.append(
+                Sentence(
+                    n=passage.n,
+                    index=len(sentences),
+                    text=text,
+                    terms=_terms(text),
+                    context=context,
+                    start=start,
+                    end=start + len(piece.strip()),
+                )
+            )
     return sentences
 
 
@@ -237,6 +283,18 @@ def extractive_answer(
     count: int = EXTRACTIVE_ANSWERS,
     similarity: Similarity = sentence_similarities,
 ) -> str:
+    """The text of `extract`: the sentences of `passages` that answer `query`, each cited."""
+    return extract(query, passages, facts=facts, count=count, similarity=similarity).text
+
+
+def extract(
+    query: str,
+    passages: list[Passage],
+    *,
+    facts: Sequence[Fact] = (),
+    count: int = EXTRACTIVE_ANSWERS,
+    similarity: Similarity = sentence_similarities,
+) -> Extract:
     """The sentences of `passages` that answer `query`, best first, each cited; INSUFFICIENT_ANSWER when none does.
 
     The chain is followed where the graph links the passages: when a passage names the document
@@ -266,6 +324,7 @@ def extractive_answer(
     floor = max(MIN_SCORE, RELATIVE_SCORE * scored[0][0]) if scored else 1.0
     lines: list[str] = []
     quoted: set[Sentence] = set()
+    quotes: dict[int, tuple[int, int]] = {}
     for score, answer in scored:
         if score < floor or len(lines) >= count:
             break
@@ -273,7 +332,9 @@ def extractive_answer(
         if not fresh:
             continue
         quoted.update(fresh)
+        for s in fresh:
+            quotes.setdefault(s.n, (s.start, s.end))
         lines.append("\n".join(f"- {s.text} [{s.n}]" for s in fresh))
     if not lines:
-        return INSUFFICIENT_ANSWER
-    return EXTRACTIVE_INTRO + "\n\n" + "\n".join(lines)
+        return Extract(INSUFFICIENT_ANSWER, {})
+    return Extract(EXTRACTIVE_INTRO + "\n\n" + "\n".join(lines), quotes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config.metrics import KIND_RERANK, provider_call
-from documents.selectors import source_pages
+from documents.selectors import citation_places
 from permissions.models import User
 from rag.answering.confidence import Assessment, Evidence, assess_confidence
 from rag.answering.context import widen_passages
@@ -49,8 +50,12 @@ class Passage:
     score: float
     similarity: float
     text: str
-    # The PDF page the passage starts on, when its document version was imported from a PDF.
-    page: int | None = None
+    # The file the passage's document version was imported from (its path), else None.
+    path: str | None = None
+    # Where each PDF page starts in the version's text; empty unless imported from a PDF.
+    page_map: tuple[int, ...] = ()
+    # The 1-based line of the version's text that `start` is on.
+    line: int = 1
     # When the passage's document version was saved (the document's updatedAt): its recency as evidence.
     updated_at: datetime | None = None
     # The matched chunk's own span; `start`/`end`/`text` are wider when neighbouring context was added.
@@ -61,7 +66,22 @@ class Passage:
         if self.chunk_start < 0:
             self.chunk_start, self.chunk_end = self.start, self.end
 
-    def citation(self) -> dict:
+    def citation(self, quote: tuple[int, int] | None = None) -> dict:
+        """The passage as cited; `quote` is the span of the sentence the answer quotes (else the matched chunk)."""
+        if quote is None:
+            chunk = self.text[self.chunk_start - self.start : self.chunk_end - self.start]
+            lead = len(chunk) - len(chunk.lstrip())
+            quote = (self.chunk_start + lead, max(self.chunk_start + lead, self.chunk_start + len(chunk.rstrip())))
+        where = self.path or self.title
+        page, lines = None, None
+        if self.page_map:
+            page = max(1, bisect_right(self.page_map, quote[0]))
+            location = f"{where}#page={page}"
+        else:
+            first = self.line + self.text.count("\n", 0, quote[0] - self.start)
+            last = first + self.text.count("\n", quote[0] - self.start, max(quote[0], quote[1] - 1) - self.start)
+            lines = {"start": first, "end": last}
+            location = f"{where}:{first}-{last}"
         return {
             "n": self.n,
             "document": {"id": str(self.document_id), "title": self.title, "url": self.url},
@@ -73,7 +93,10 @@ class Passage:
             "chunkEnd": self.chunk_end,
             "score": round(self.score, 6),
             "context": self.text,
-            "page": self.page,
+            "quote": {"start": quote[0], "end": quote[1]},
+            "page": page,
+            "lines": lines,
+            "location": location,
         }
 
     def evidence(self) -> Evidence:
@@ -227,9 +250,10 @@ def retrieve(
     lap = time.perf_counter()
     widen_passages(user=user, passages=passages)
     latency["contextMs"] = ms_since(lap)
-    pages = source_pages(citations=[(p.document_id, p.version, p.start) for p in passages])
+    places = citation_places(citations=[(p.document_id, p.version, p.start) for p in passages])
     for passage in passages:
-        passage.page = pages.get((passage.document_id, passage.version, passage.start))
+        place = places[(passage.document_id, passage.version, passage.start)]
+        passage.path, passage.page_map, passage.line = place.path, place.page_map, place.line
     confidence = passages_confidence(passages).level
     facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED else []
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

@@ -31,8 +31,10 @@ def answer_html(text: str, citations: dict[int, dict]) -> str:
         citation = citations.get(int(match.group(1)))
         if citation is None:
             return match.group(0)
+        # The quoted sentence, where the citation has one (answers cached or logged before quotes were cited have not).
+        span = citation.get("quote") or citation
         href = passage_href(
-            document_url=citation["document"]["url"], version=citation["version"], start=citation["start"], end=citation["end"]
+            document_url=citation["document"]["url"], version=citation["version"], start=span["start"], end=span["end"]
         )
         return (
             f'<a class="cite" href="{escape(href)}" data-n="{citation["n"]}" '

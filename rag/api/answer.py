@@ -33,6 +33,16 @@ class CitationDocumentOutput(serializers.Serializer):
     url = serializers.CharField()
 
 
+class SpanOutput(serializers.Serializer):
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+
+
+class LinesOutput(serializers.Serializer):
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+
+
 class CitationOutput(serializers.Serializer):
     n = serializers.IntegerField(help_text="The number the answer cites as [n].")
     document = CitationDocumentOutput()
@@ -49,8 +59,22 @@ class CitationOutput(serializers.Serializer):
     # ignore: the API's field is named "context", which the stubs type as Field.context; a declared
     # field's attribute name is its JSON name, so no rename can keep it.
     context = serializers.CharField(help_text="The passage's text (what the answer read).")  # type: ignore[assignment]
+    quote = SpanOutput(
+        allow_null=True,
+        help_text="The span of the sentence the answer quotes from the passage (an extractive answer), else of the "
+        "matched chunk; the document page marks it. null in answers kept from before quotes were cited.",
+    )
     page = serializers.IntegerField(
-        allow_null=True, help_text="The page of the original PDF the passage starts on; null for other sources."
+        allow_null=True, help_text="The page of the original PDF the quoted sentence is on; null for other sources."
+    )
+    lines = LinesOutput(
+        allow_null=True,
+        help_text="The lines of the version's text the quoted sentence is on (1-based, inclusive); null for a PDF.",
+    )
+    location = serializers.CharField(
+        allow_null=True,
+        help_text="Where the quote is, as `path:start-end` (lines) or `path#page=N` (PDF); `path` is the imported "
+        "file's path, or the document's title when it was not imported.",
     )
 
 

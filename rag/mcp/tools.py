@@ -193,7 +193,9 @@ TOOLS: dict[str, Tool] = {
             title="Answer a question with citations",
             description="Answer a question from the passages you may read. The answer cites passages as [n]; each "
             "citation gives the document (id, title, url), version, chunkIndex, character offsets and the quoted "
-            "passage (context, widened with neighbouring text when the passage was cut mid-thought). confidence is "
+            "passage (context, widened with neighbouring text when the passage was cut mid-thought), the offsets of "
+            "the sentence it quotes (quote), and where that is: page (a PDF's), lines ({start, end}) and location "
+            "(path:start-end, or path#page=N). confidence is "
             "high, medium, low or insufficient (then the answer says there is not enough information); "
             "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
             "supporting version, and the reasons). conversationId and standaloneQuery tell the conversation the "

@@ -1,4 +1,4 @@
-"""A passage of an imported PDF is cited with the page it starts on, in rag.answer and its stream."""
+"""A passage of an imported PDF is cited with the page of the sentence it quotes, in rag.answer and its stream."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def answer(api: Api, query: str, **extra: object) -> dict[str, Any]:
     return response.json()["data"]
 
 
-def test_a_pdf_citation_carries_the_page_its_passage_starts_on(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
+def test_a_pdf_citation_carries_the_page_of_its_quote(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
     upload(cast.alice, cast.handbook, {"nature.pdf": pdf()})
     document = Document.objects.get()
     source = Source.objects.get(document=document)
@@ -39,7 +39,7 @@ def test_a_pdf_citation_carries_the_page_its_passage_starts_on(cast: Cast, uploa
     citations = answer(api_for(cast.bob), "Where do glaciers carve deep valleys?")["citations"]
     assert citations, "the glacier passage is cited"
     for citation in citations:
-        assert citation["page"] == source.page_of(citation["start"])
+        assert citation["page"] == source.page_of(citation["quote"]["start"])
 
 
 def test_the_glacier_page_is_page_two(cast: Cast, upload: Upload, api_for: ApiFor) -> None:

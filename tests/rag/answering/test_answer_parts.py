@@ -9,7 +9,7 @@ import pytest
 
 from documents.management.commands.setup_demo import DEMO_DIR
 from rag.answering.citations import CitationFilter, clean_citations
-from rag.answering.extractive import INSUFFICIENT_ANSWER, extractive_answer
+from rag.answering.extractive import INSUFFICIENT_ANSWER, extract, extractive_answer
 from rag.answering.passages import Fact, Passage
 from rag.answering.prompt import build_prompt
 from rag.answering.rendering import answer_html
@@ -228,3 +228,12 @@ def test_answer_html_escapes_everything_and_links_only_supplied_citations() -> N
     assert "&lt;script&gt;" in html and "<strong>Owls</strong>" in html
     assert '<a class="cite" href="/doc/d?v=2&amp;start=5&amp;end=9#passage" data-n="1" title="T&quot;&lt;x&gt;">[1]</a>' in html
     assert "[2]" in html and html.count("<a ") == 1
+
+
+def test_an_extract_gives_the_span_of_each_quoted_sentence_in_the_document_text() -> None:
+    document = "Intro line.\n\n<style>p { color: red }</style> Barn owls nest in hollow oak trees.\n\nHerons wade in water."
+    owls = passage(1, document[12:])
+    owls.start, owls.end = 12, len(document)
+    quotes = extract("Where do barn owls nest?", [owls], similarity=lambda q, texts: None).quotes
+    start, end = quotes[1]
+    assert document[start:end] == "Barn owls nest in hollow oak trees."
