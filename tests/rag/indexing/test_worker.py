@@ -210,7 +210,12 @@ def test_an_index_task_whose_database_connection_drops_is_retried_and_the_docume
     idle = {"polls": 0}
 
     def settled() -> bool:
-        quiet = fully_indexed(Document.objects.filter(pk=first)) and not broker.llen("celery") and not broker.hlen("unacked")
+        quiet = (
+            fully_indexed(Document.objects.filter(pk=first))
+            and not broker.llen("interactive")
+            and not broker.llen("bulk")
+            and not broker.hlen("unacked")
+        )
         idle["polls"] = idle["polls"] + 1 if quiet else 0
         return idle["polls"] >= 2
 
