@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 MAX_SOCKET_PATH = 100
 
 
+def queue_names(app: Celery) -> list[str]:
+    """Every queue the app's tasks are routed to (CELERY_TASK_QUEUES), the default one first if only that."""
+    return [queue.name for queue in app.conf.task_queues or ()] or [app.conf.task_default_queue]
+
+
 def queue_length(app: Celery, queue: str, *, timeout: float = 2) -> int:
     """Messages waiting in the broker's `queue` (Redis' priority sub-queues included); raises when the broker is unreachable.
 

@@ -23,7 +23,7 @@ from django import db
 from django.conf import settings
 from django.utils import timezone
 
-from config.broker import queue_length
+from config.broker import queue_length, queue_names
 from config.metrics import TASKS, BrokerCollector, register_scrape_collector
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
@@ -120,7 +120,7 @@ def _attempt(what: str, write: Callable[[], None]) -> None:
 
 
 def queue_is_empty() -> bool:
-    """True when no task waits in the default queue; False when some do, or the broker cannot be read.
+    """True when no task waits in any queue (interactive or bulk); False when some do, or the broker cannot be read.
 
     The recovery passes take an empty queue as proof that a task recorded as queued a lease ago is
     not waiting there any more: a worker took it and died or failed before it could say so, or the
@@ -129,7 +129,7 @@ def queue_is_empty() -> bool:
     if app.conf.task_always_eager:
         return True  # tasks run in-process: none ever waits
     try:
-        return queue_length(app, app.conf.task_default_queue) == 0
+        return all(queue_length(app, queue) == 0 for queue in queue_names(app))
     except Exception as exc:
         logger.warning("cannot read the length of the task queue: %s", exc)
         return False

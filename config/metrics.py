@@ -37,7 +37,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from config.broker import queue_length
+from config.broker import queue_length, queue_names
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -170,21 +170,23 @@ class BrokerCollector(Collector):
         if settings.CELERY_TASK_ALWAYS_EAGER:
             return  # no broker: tasks run in-process and nothing waits
         app = self.app
-        queue = app.conf.task_default_queue
         up = GaugeMetricFamily("cairn_broker_up", "1 when the scrape reached the broker, else 0.")
         try:
-            waiting = queue_length(app, queue)
+            waiting = {queue: queue_length(app, queue) for queue in queue_names(app)}
         except Exception as exc:  # a scrape reports the broker down, it never fails for it
-            logger.warning("metrics: cannot reach the broker to read queue %s: %s", queue, exc)
+            logger.warning("metrics: cannot reach the broker to read its queues: %s", exc)
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
         messages = GaugeMetricFamily(
-            "cairn_queue_messages", "Tasks waiting in the broker's queue (indexing, imports, reconciliation).", labels=["queue"]
+            "cairn_queue_messages",
+            "Tasks waiting in each of the broker's queues (interactive: edits; bulk: imports, backfills, reconciliation).",
+            labels=["queue"],
         )
-        messages.add_metric([queue], waiting)
+        for queue, count in waiting.items():
+            messages.add_metric([queue], count)
         yield messages
 
 

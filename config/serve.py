@@ -232,7 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.add(
             Service(
                 "worker",
-                [*celery, "worker", "--loglevel=info", f"--concurrency={settings.CELERY_WORKER_CONCURRENCY}", "--without-gossip"],
+                [
+                    *celery,
+                    "worker",
+                    "--loglevel=info",
+                    f"--concurrency={settings.CELERY_WORKER_CONCURRENCY}",
+                    # One worker for every queue: edits and imports alike (docs/operations.md, Scaling).
+                    f"--queues={settings.CELERY_QUEUE_INTERACTIVE},{settings.CELERY_QUEUE_BULK}",
+                    "--without-gossip",
+                ],
                 env,
             )
         )

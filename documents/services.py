@@ -17,7 +17,7 @@ from documents.models import (
     DocumentMembership,
     DocumentVersion,
 )
-from documents.signals import document_deleted, document_saved
+from documents.signals import bulk_changes, document_deleted, document_saved
 from documents.tags import normalise_tags
 from permissions.models import Access, Group, Role, User
 
@@ -247,8 +247,9 @@ def documents_delete(*, documents: QuerySet[Document], at: datetime | None = Non
     """`document_delete` for many documents in one update (a collection's); how many were deleted."""
     ids = list(documents.filter(deleted_at__isnull=True).select_for_update().values_list("pk", flat=True))
     Document.objects.filter(pk__in=ids).update(deleted_at=at or timezone.now())
-    for document_id in ids:
-        document_deleted.send(sender=Document, document_id=document_id)
+    with bulk_changes():  # a collection's documents: their removal does not hold up an edit
+        for document_id in ids:
+            document_deleted.send(sender=Document, document_id=document_id)
     return len(ids)
 
 

@@ -11,7 +11,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_migrate, pos
 from django.dispatch import receiver
 
 from documents.models import Collection, CollectionMembership, Document, DocumentMembership
-from documents.signals import document_deleted, document_saved
+from documents.signals import document_deleted, document_saved, in_bulk
 from permissions.models import Group, GroupMembership
 from rag import tasks
 from rag.corpus.cache_token import team_changed
@@ -50,13 +50,15 @@ def queue_indexing(sender, document_id, content_changed: bool, **kwargs) -> None
         # feature is off is in place when it comes back on (the reconciliation cannot see a title).
         _after_commit("a title refresh", document_id, lambda: title_changed(document_id))
     elif settings.RAG_ENABLED:
-        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id))
+        bulk = in_bulk()  # read now: the commit may come after the batch's block
+        _after_commit("indexing", document_id, lambda: tasks.enqueue_index(document_id, bulk=bulk))
 
 
 @receiver(document_deleted)
 def queue_removal(sender, document_id, **kwargs) -> None:
     if settings.RAG_ENABLED:
-        _after_commit("removal", document_id, lambda: tasks.remove_document_task.delay(str(document_id)))
+        bulk = in_bulk()
+        _after_commit("removal", document_id, lambda: tasks.enqueue_removal(document_id, bulk=bulk))
 
 
 @receiver(post_migrate)

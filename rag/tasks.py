@@ -143,20 +143,30 @@ def recover_index(*, lease: int) -> int:
     return enqueue_reindex(document_ids, force=False)
 
 
-def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
+def queue_for(*, bulk: bool) -> str:
+    """The queue of one document's task: the interactive one for an edit, the bulk one for one of a batch (an import)."""
+    return settings.CELERY_QUEUE_BULK if bulk else settings.CELERY_QUEUE_INTERACTIVE
+
+
+def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False, bulk: bool = False) -> None:
     """Queue indexing of one document unless a queued task will already pick up its latest version.
 
+    `bulk`: the document is one of a batch, so its task waits in the bulk queue, behind no edit.
     Raises the broker's error when it cannot be reached; the document then stays pending with no task,
     and the recovery pass queues it once the broker is back.
     """
     if request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
         sent_at = timezone.now()
-        index_document_task.delay(str(document_id), force)
+        index_document_task.apply_async((str(document_id), force), queue=queue_for(bulk=bulk))
         mark_queued(document_ids=[document_id], sent_at=sent_at)
 
 
+def enqueue_removal(document_id: uuid.UUID | str, *, bulk: bool = False) -> None:
+    remove_document_task.apply_async((str(document_id),), queue=queue_for(bulk=bulk))
+
+
 def enqueue_reindex(document_ids: Sequence[uuid.UUID | str], *, job: IndexJob | None = None, force: bool = True) -> int:
-    """Queue these documents for (re)indexing in batches; each batch records its progress on `job`.
+    """Queue these documents for (re)indexing in batches, in the bulk queue; each batch records its progress on `job`.
 
     How many were queued: with the broker down, the rest are not, and those marked pending wait for the
     recovery pass (logged, never raised).

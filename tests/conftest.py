@@ -169,15 +169,16 @@ def use_broker(url: str, *, eager: bool) -> None:
 
 
 class TaskQueue:
-    """Celery sending to a queue in this process (kombu's memory transport) that no worker reads, or to no broker at all."""
+    """Celery sending to queues in this process (kombu's memory transport) that no worker reads, or to no broker at all."""
 
     UNREACHABLE = "redis+socket:///nonexistent/cairn-test-broker.sock"
 
     def __init__(self) -> None:
+        from config.broker import queue_names
         from config.celery import app
 
         self.app = app
-        self.name = app.conf.task_default_queue
+        self.names = queue_names(app)  # interactive and bulk
 
     def up(self) -> None:
         use_broker("memory://", eager=False)
@@ -185,13 +186,14 @@ class TaskQueue:
     def down(self) -> None:
         use_broker(self.UNREACHABLE, eager=False)
 
-    def waiting(self) -> list[tuple[str, list]]:
-        """The tasks waiting in the queue, each its name and arguments (the queue is left as it was)."""
+    def waiting(self, queue: str | None = None) -> list[tuple[str, list]]:
+        """The tasks waiting in `queue` (or in every queue), each its name and arguments (the queues are left as they were)."""
         with self.app.connection_for_read() as connection:
             channel = connection.default_channel
             messages = []
-            while (message := channel.basic_get(self.name, no_ack=False)) is not None:
-                messages.append(message)
+            for name in [queue] if queue else self.names:
+                while (message := channel.basic_get(name, no_ack=False)) is not None:
+                    messages.append(message)
             tasks = [(m.headers["task"], m.decode()[0]) for m in messages]
             for message in messages:
                 message.requeue()
@@ -202,7 +204,7 @@ class TaskQueue:
         ran = 0
         with self.app.connection_for_read() as connection:
             channel = connection.default_channel
-            while (message := channel.basic_get(self.name, no_ack=True)) is not None:
+            while message := next((m for name in self.names if (m := channel.basic_get(name, no_ack=True)) is not None), None):
                 args, kwargs, _ = message.decode()
                 self.app.tasks[message.headers["task"]].apply(args=args, kwargs=kwargs)
                 ran += 1
@@ -210,7 +212,8 @@ class TaskQueue:
 
     def purge(self) -> None:
         with self.app.connection_for_write() as connection:
-            connection.default_channel.queue_purge(self.name)
+            for name in self.names:
+                connection.default_channel.queue_purge(name)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -356,6 +357,23 @@ for _name, _lease in (("RAG_INDEX_LEASE", RAG_INDEX_LEASE), ("IMPORT_LEASE", IMP
             f"{_name} ({_lease}) must be more than twice TASK_HEARTBEAT_INTERVAL ({TASK_HEARTBEAT_INTERVAL}): "
             "a live task would look dead between two heartbeats"
         )
+# Queues by the wait a person can bear: one document's edit (its indexing or removal) goes to the
+# interactive queue; imports, backfills, reindexing in batches, reconciliation and the recovery passes
+# to the bulk one, so a 10,000-file import never holds up an edit. A worker started without -Q serves
+# both (`make run`); `celery -A config worker -Q interactive` serves one (docs/operations.md, Scaling).
+CELERY_QUEUE_INTERACTIVE = env("CELERY_QUEUE_INTERACTIVE", default="interactive")
+CELERY_QUEUE_BULK = env("CELERY_QUEUE_BULK", default="bulk")
+if CELERY_QUEUE_INTERACTIVE == CELERY_QUEUE_BULK:
+    raise ImproperlyConfigured(f"CELERY_QUEUE_INTERACTIVE and CELERY_QUEUE_BULK are both {CELERY_QUEUE_BULK!r}")
+# Each queue bound by its own name: a message routed to one lands in that one only.
+CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in (CELERY_QUEUE_INTERACTIVE, CELERY_QUEUE_BULK)]
+CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_BULK
+CELERY_TASK_DEFAULT_ROUTING_KEY = CELERY_QUEUE_BULK
+CELERY_TASK_ROUTES = {
+    # By default an edit's; an import's documents are sent to the bulk queue where they are queued (rag.tasks).
+    "rag.tasks.index_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
+    "rag.tasks.remove_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
+}
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
     "recover-index": {"task": "rag.tasks.recover_index_task", "schedule": _positive_int("RAG_RECOVER_INTERVAL", 15)},

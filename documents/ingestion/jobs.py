@@ -50,6 +50,7 @@ from documents.models import (
     import_storage,
     storage_errors,
 )
+from documents.signals import bulk_changes
 from permissions.models import User
 from permissions.policy import can_write_document
 
@@ -256,6 +257,7 @@ def import_uploads(*, job_id: uuid.UUID | str) -> ImportJob | None:
     return import_job_run(job=job, files=files)
 
 
+@bulk_changes()  # an import's documents are indexed from the bulk queue, behind any edit
 def import_job_run(
     *,
     job: ImportJob,

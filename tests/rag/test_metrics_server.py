@@ -105,14 +105,16 @@ def test_a_scrape_counts_the_queue_and_the_celery_workers_embeddings(cast, serve
 
     waiting = scrape(server)
     assert gauge(waiting, "cairn_broker_up") == 1
-    assert gauge(waiting, "cairn_queue_messages", queue="celery") == 3, "one index task per document, none consumed yet"
+    assert gauge(waiting, "cairn_queue_messages", queue="interactive") == 3, "one index task per edit, none consumed yet"
     assert gauge(waiting, "cairn_index_documents", model="fake-embedding", state="pending") == 3
     assert value(waiting, "cairn_provider_calls_total", kind="embedding", model="fake-embedding", outcome="ok") == 0
 
     worker_factory(PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)).start()
     wait_until(lambda: indexed(ids), 60, "the worker did not index the documents")
     wait_until(
-        lambda: scrape(server).get(("cairn_queue_messages", frozenset({("queue", "celery")}))) == 0, 30, "the queue did not drain"
+        lambda: scrape(server).get(("cairn_queue_messages", frozenset({("queue", "interactive")}))) == 0,
+        30,
+        "the queue did not drain",
     )
     done = scrape(server)
     assert gauge(done, "cairn_broker_up") == 1, "an emptied queue is no broker down"
@@ -123,10 +125,11 @@ def test_a_scrape_counts_the_queue_and_the_celery_workers_embeddings(cast, serve
     assert len(pids_writing(metrics_dir)) >= 2, "the worker's and a web process's files"
 
 
-def test_an_idle_broker_is_up_and_its_empty_queue_counts_zero(server):
+def test_an_idle_broker_is_up_and_its_empty_queues_count_zero(server):
     idle = scrape(server)  # the broker fixture emptied Redis: the queue's key does not exist
     assert gauge(idle, "cairn_broker_up") == 1
-    assert gauge(idle, "cairn_queue_messages", queue="celery") == 0
+    assert gauge(idle, "cairn_queue_messages", queue="interactive") == 0
+    assert gauge(idle, "cairn_queue_messages", queue="bulk") == 0
 
 
 # Prometheus' own series about each scrape, not /metrics'.

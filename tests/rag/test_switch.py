@@ -65,8 +65,8 @@ def test_documents_endpoints_keep_working(cast, api_for, off):
 def queued(monkeypatch):
     """What the receivers hand to Celery, by task name (nothing runs)."""
     sent: list[str] = []
-    monkeypatch.setattr(tasks.index_document_task, "delay", lambda *a, **k: sent.append("index"))
-    monkeypatch.setattr(tasks.remove_document_task, "delay", lambda *a, **k: sent.append("remove"))
+    monkeypatch.setattr(tasks.index_document_task, "apply_async", lambda *a, **k: sent.append("index"))
+    monkeypatch.setattr(tasks.remove_document_task, "apply_async", lambda *a, **k: sent.append("remove"))
     return sent
 
 

@@ -234,7 +234,7 @@ def test_saves_while_a_task_waits_coalesce_into_one_task(cast, monkeypatch):
     from rag import tasks
 
     queued = []
-    monkeypatch.setattr(tasks.index_document_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(tasks.index_document_task, "apply_async", lambda args, **options: queued.append(args))
     doc = DocumentFactory(collection=cast.handbook, text="First.")
     for _ in range(3):
         tasks.enqueue_index(doc.pk)
@@ -255,7 +255,7 @@ def test_a_status_pending_too_long_no_longer_holds_requests_back(cast, monkeypat
     from rag import tasks
 
     queued = []
-    monkeypatch.setattr(tasks.index_document_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(tasks.index_document_task, "apply_async", lambda args, **options: queued.append(args))
     doc = DocumentFactory(collection=cast.handbook, text="First.")
     tasks.enqueue_index(doc.pk)
     IndexStatus.objects.filter(document=doc).update(updated_at=timezone.now() - timedelta(seconds=COALESCE_SECONDS + 1))

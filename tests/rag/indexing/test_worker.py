@@ -210,7 +210,12 @@ def test_an_index_task_whose_database_connection_drops_is_retried_and_the_docume
     idle = {"polls": 0}
 
     def settled() -> bool:
-        quiet = fully_indexed(Document.objects.filter(pk=first)) and not broker.llen("celery") and not broker.hlen("unacked")
+        quiet = (
+            fully_indexed(Document.objects.filter(pk=first))
+            and not broker.llen("interactive")
+            and not broker.llen("bulk")
+            and not broker.hlen("unacked")
+        )
         idle["polls"] = idle["polls"] + 1 if quiet else 0
         return idle["polls"] >= 2
 
@@ -309,3 +314,33 @@ def test_after_a_model_change_search_keeps_the_old_model_until_the_backfill_cove
     call_command("cleanup_embeddings")
     assert not Chunk.objects.filter(model_id="fake-embedding").exists()
     assert len(api_for(cast.bob).post("rag.search", {"query": "owls and bees", "limit": 5}).json()["data"]) == 5
+
+
+def test_a_worker_serving_the_interactive_queue_indexes_an_edit_while_a_bulk_backlog_waits(cast, api_for, worker_factory, broker):
+    from config.broker import queue_length
+    from rag.tasks import enqueue_reindex
+
+    def document(title: str) -> Document:
+        return Document.objects.create(
+            team=cast.alice.team,
+            collection=cast.handbook,
+            title=title,
+            created_by=cast.alice,
+            text=f"# {title}\n\nFirst draft.",
+            published_at=cast.handbook.created_at,
+        )
+
+    backlog = [document(f"Imported {i}") for i in range(40)]
+    batches = enqueue_reindex([d.pk for d in backlog])  # as an import or a backfill queues them
+    assert batches == len(backlog) and queue_length(app, "bulk") == 2
+    edited = document("Edited")
+    worker = worker_factory("--queues=interactive")
+    worker.start()
+    response = api_for(cast.alice).post("documents.update", {"id": str(edited.pk), "text": "# Edited\n\nThe second draft."})
+    assert response.status_code == 200, response.content
+    started = time.monotonic()
+    wait_until(lambda: fully_indexed([edited]), 15, "the edit was not indexed while a bulk backlog waited")
+    print(f"edit indexed {time.monotonic() - started:.1f} s after the save")
+    assert "second draft" in Chunk.objects.get(document=edited, chunk_index=0).chunk_text
+    assert queue_length(app, "bulk") >= 2, "the interactive worker must leave the bulk queue alone"
+    assert not IndexStatus.objects.filter(document__in=backlog, state=IndexState.INDEXED).exists()

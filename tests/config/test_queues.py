@@ -1,0 +1,88 @@
+"""Queues by the wait a person can bear: an edit's indexing goes to `interactive`, batches to `bulk` (the real app's routes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+
+from config.celery import app, queue_is_empty
+from config.metrics import BrokerCollector
+from documents import services
+from documents.ingestion.jobs import import_job_create, import_uploads
+from documents.models import Document
+from tests.conftest import ApiFor, Cast, TaskQueue
+
+INTERACTIVE, BULK = "interactive", "bulk"
+
+
+@pytest.fixture
+def imports(settings: Settings, tmp_path: Path) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "imports": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}},
+    }
+
+
+def routed_to(task_name: str) -> str:
+    return app.amqp.router.route({}, task_name, (), {})["queue"].name
+
+
+def test_one_documents_tasks_are_routed_to_the_interactive_queue_and_every_other_task_to_bulk() -> None:
+    ours = sorted(name for name in app.tasks if name.split(".")[0] in ("rag", "documents", "permissions", "config"))
+    assert "rag.tasks.backfill_task" in ours and "documents.tasks.import_job_task" in ours
+    interactive = {"rag.tasks.index_document_task", "rag.tasks.remove_document_task"}
+    assert {name: routed_to(name) for name in ours} == {name: INTERACTIVE if name in interactive else BULK for name in ours}
+    # What beat sends (reconciliation, the recovery passes) waits behind no edit and holds none up.
+    assert {routed_to(entry["task"]) for entry in app.conf.beat_schedule.values()} == {BULK}
+    # A worker started without -Q serves both.
+    assert [queue.name for queue in app.conf.task_queues] == [INTERACTIVE, BULK]
+
+
+def test_an_edit_is_indexed_from_the_interactive_queue_and_an_imports_documents_from_the_bulk_one(
+    cast: Cast,
+    api_for: ApiFor,
+    task_queue: TaskQueue,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    imports: None,
+) -> None:
+    alice = api_for(cast.alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        created = alice.post(
+            "documents.create", {"title": "Edit", "text": "# Edit\n\nOne.", "collectionId": str(cast.handbook.id)}
+        )
+    edited = created.json()["data"]["id"]
+    assert task_queue.waiting(INTERACTIVE) == [("rag.tasks.index_document_task", [edited, False])]
+    assert task_queue.waiting(BULK) == []
+    task_queue.purge()
+
+    uploads = [SimpleUploadedFile(f"{n}.md", f"# File {n}\n\nText {n}.".encode()) for n in range(3)]
+    with django_capture_on_commit_callbacks(execute=True):
+        job = import_job_create(by=cast.alice, collection=cast.handbook, origin="three files", publish=True, uploads=uploads)
+    with django_capture_on_commit_callbacks(execute=True):
+        import_uploads(job_id=job.pk)  # as the worker runs it
+    imported = {str(pk) for pk in Document.objects.filter(title__startswith="File").values_list("pk", flat=True)}
+    assert len(imported) == 3
+    assert task_queue.waiting(INTERACTIVE) == [], "an import's documents must not wait in front of an edit"
+    assert {args[0] for name, args in task_queue.waiting(BULK) if name == "rag.tasks.index_document_task"} == imported
+
+    # Removal likewise: one document's from `interactive`, a batch's from `bulk`.
+    task_queue.purge()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.document_delete(document=Document.objects.get(pk=edited))
+        services.documents_delete(documents=Document.objects.filter(pk__in=imported))
+    assert task_queue.waiting(INTERACTIVE) == [("rag.tasks.remove_document_task", [edited])]
+    assert sorted(args[0] for _, args in task_queue.waiting(BULK)) == sorted(imported)
+
+
+def test_the_recovery_passes_and_the_metrics_see_every_queue(task_queue: TaskQueue, settings: Settings) -> None:
+    from rag.tasks import enqueue_removal
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    assert queue_is_empty()
+    enqueue_removal("00000000-0000-0000-0000-000000000001")  # waits in `interactive` only
+    assert not queue_is_empty(), "a task waiting in the interactive queue is a task in the queue"
+    (messages,) = [family for family in BrokerCollector(app).collect() if family.name == "cairn_queue_messages"]
+    assert {sample.labels["queue"]: sample.value for sample in messages.samples} == {INTERACTIVE: 1, BULK: 0}
