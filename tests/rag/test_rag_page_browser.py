@@ -354,7 +354,10 @@ def control_answers(page, server, asked) -> str:
     page.click("#copy")
     expect(page.locator("#copy-status")).to_have_text("Copied with its sources.")
     copied = page.evaluate("navigator.clipboard.readText()")
-    assert "25 days of paid vacation a year, plus public holidays. [1]" in copied and "\n\nSources:\n- [1] Onboarding (lines " in copied
+    assert (
+        "25 days of paid vacation a year, plus public holidays. [1]" in copied
+        and "\n\nSources:\n- [1] Onboarding (lines " in copied
+    )
 
     # Regenerating an answered question replaces its turn.
     page.click("#regenerate")
