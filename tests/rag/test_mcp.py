@@ -272,7 +272,11 @@ def test_answer_cites_only_passages_the_user_may_read(cast, corpus, server):
         "score",
         "context",
         "page",
+        "quote",
+        "lines",
+        "location",
     }
+    assert citation["lines"] is not None and citation["location"].startswith("Owls:")
     assert citation["document"]["id"] == str(corpus["owls"].pk) and "Owls hunt mice" in citation["context"]
 
 
