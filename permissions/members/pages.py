@@ -129,7 +129,9 @@ def invite_create_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     issued = services.invite_create(
         team=request.user.team, by=request.user, role=form.cleaned_data["role"], email=form.cleaned_data["email"]
     )
-    return _members_page(request, issued=link_for(request, issued.path))
+    # The next invite is offered with the same role, as people are often invited several at a time.
+    again = InviteForm(initial={"role": form.cleaned_data["role"]})
+    return _members_page(request, form=again, issued=link_for(request, issued.path))
 
 
 def _member(request: AuthenticatedHttpRequest, user_id: uuid.UUID) -> User:

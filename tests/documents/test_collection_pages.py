@@ -109,6 +109,11 @@ def test_the_delete_confirmation_says_what_happens_and_deletes_nothing(signed_in
     assert Collection.objects.get(pk=cast.handbook.pk).deleted_at is None
 
 
+def test_the_delete_confirmation_of_a_collection_with_nothing_readable_says_so_plainly(signed_in: SignIn, cast: Cast) -> None:
+    html = signed_in(cast.alice).get(f"/team/collections/{cast.handbook.pk}/delete").content.decode()
+    assert "there is none you can read" in html and "the 0 you can read" not in html
+
+
 def test_confirming_deletes_the_collection_and_its_documents(signed_in: SignIn, cast: Cast) -> None:
     document = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice)
     response = signed_in(cast.alice).post(f"/team/collections/{cast.handbook.pk}/delete")

@@ -45,6 +45,8 @@ def test_an_invite_link_is_shown_once_and_works(signed_in: SignIn, cast: Cast) -
     assert created.status_code == 200
     link = re.search(r'id="invite-link" value="http://testserver(/invite/[^"]+)"', created.content.decode())
     assert link is not None
+    offered = re.search(r'<option value="(\w+)" selected>', created.content.decode())
+    assert offered is not None and offered.group(1) == TeamRole.READ_ONLY, "the next invite keeps the role just used"
     assert "/invite/" not in client.get(MEMBERS).content.decode(), "the link is not shown again"
     assert "dora@acme.example" in client.get(MEMBERS).content.decode(), "the invite is listed as pending"
     joined = Client().post(
