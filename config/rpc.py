@@ -92,6 +92,28 @@ def respond_page(output: SerializerClass, queryset: QuerySet, *, limit: int, off
     return Response(page_body(output, queryset, limit=limit, offset=offset))
 
 
+class PaginationInput(serializers.Serializer):
+    """The body of a paginated list: `limit` items from `offset`."""
+
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=25)
+    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
+
+
+class IdInput(serializers.Serializer):
+    """The body of an endpoint about one thing: its `id`."""
+
+    id = serializers.UUIDField()
+
+
+def read_through(fields: dict[str, serializers.Field], attribute: str, *, own: str) -> dict[str, serializers.Field]:
+    """An output of something just issued (a token, an invite): every field but `own` reads the stored object at
+    `attribute`, so the issue's output inherits the stored thing's output and adds only what is shown once."""
+    for name, field in fields.items():
+        if name != own:
+            field.source = f"{attribute}.{field.source or name}"
+    return fields
+
+
 # JSON's type for each kind of input field: DRF would turn 123 into "123" or "1" into True; the API refuses.
 _JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] = (
     (serializers.BooleanField, (bool,), "true or false"),

@@ -13,7 +13,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from config.errors import Forbidden, RequestTooLarge
-from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
+from config.rpc import IdInput, PaginationInput, RpcApi, envelope, paginated_envelope, respond, respond_page
 from documents import idempotency, selectors, services
 from documents.ingestion.errors import size_text
 from documents.ingestion.jobs import import_job_create, import_job_refresh
@@ -70,15 +70,6 @@ class CollectionOutput(serializers.Serializer):
     description = serializers.CharField(allow_blank=True)
     defaultAccess = serializers.CharField(source="default_access")
     createdAt = serializers.DateTimeField(source="created_at")
-
-
-class PaginationInput(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=25)
-    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-
-
-class IdInput(serializers.Serializer):
-    id = serializers.UUIDField()
 
 
 class MemberInput(serializers.Serializer):

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.errors import Forbidden, NotFound
-from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
+from config.rpc import IdInput, PaginationInput, RpcApi, envelope, paginated_envelope, read_through, respond, respond_page
 from permissions import selectors, services
 from permissions.http import AuthenticatedRequest
 from permissions.models import ApiToken, Group, TokenScope, User
@@ -40,11 +40,7 @@ class IssuedApiTokenOutput(ApiTokenOutput):
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # The inherited fields read the stored token, `issued.token`; only the secret is the issue's own.
-        fields = super().get_fields()
-        for name, field in fields.items():
-            if name != "token":
-                field.source = f"token.{field.source or name}"
-        return fields
+        return read_through(super().get_fields(), "token", own="token")
 
 
 class AwareDateTimeField(serializers.DateTimeField):
@@ -120,16 +116,7 @@ class GroupInfoOutput(GroupOutput):
     members = GroupMemberOutput(many=True, source="member_list", help_text="The group's members, by name.")
 
 
-class GroupPaginationInput(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=25)
-    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-
-
-class GroupIdInput(serializers.Serializer):
-    id = serializers.UUIDField()
-
-
-class GroupUserInput(GroupIdInput):
+class GroupUserInput(IdInput):
     userId = serializers.UUIDField()
 
 
@@ -153,7 +140,7 @@ class GroupListApi(RpcApi):
     """Every group of the team for a team admin; for anyone else, the groups they are in."""
 
     write_scope = False
-    Input = GroupPaginationInput
+    Input = PaginationInput
     error_statuses = (400, 401, 403, 429)  # nothing is looked up, so never 404
 
     @extend_schema(responses=paginated_envelope(GroupOutput))
@@ -166,7 +153,7 @@ class GroupInfoApi(RpcApi):
     """A group and its members: for a team admin, or a member of the group."""
 
     write_scope = False
-    Input = GroupIdInput
+    Input = IdInput
 
     @extend_schema(responses=envelope(GroupInfoOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
@@ -192,7 +179,7 @@ class GroupCreateApi(RpcApi):
 class GroupUpdateApi(RpcApi):
     write_scope = True
 
-    class Input(GroupIdInput):
+    class Input(IdInput):
         name = serializers.CharField(max_length=200)
 
     @extend_schema(responses=envelope(GroupInfoOutput))
@@ -206,7 +193,7 @@ class GroupDeleteApi(RpcApi):
     """Delete a group: its members lose what was shared with them through it; people and collections stay."""
 
     write_scope = True
-    Input = GroupIdInput
+    Input = IdInput
 
     @extend_schema(responses=envelope(GroupOutput))
     def post(self, request: AuthenticatedRequest) -> Response:

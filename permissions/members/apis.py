@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.errors import Forbidden
-from config.rpc import RpcApi, envelope, paginated_envelope, respond, respond_page
+from config.rpc import IdInput, PaginationInput, RpcApi, envelope, paginated_envelope, read_through, respond, respond_page
 from permissions.http import AuthenticatedRequest, link_for
 from permissions.members import selectors, services
 from permissions.models import InviteStatus, TeamRole
@@ -44,20 +44,7 @@ class IssuedInviteOutput(InviteOutput):
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # The inherited fields read the stored invite, `issued.invite`; the link is the issue's own.
-        fields = super().get_fields()
-        for name, field in fields.items():
-            if name != "url":
-                field.source = f"invite.{field.source or name}"
-        return fields
-
-
-class PaginationInput(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=25)
-    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-
-
-class IdInput(serializers.Serializer):
-    id = serializers.UUIDField()
+        return read_through(super().get_fields(), "invite", own="url")
 
 
 def _admin_only(request: AuthenticatedRequest, refusal: str) -> None:

@@ -6,8 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.rpc import envelope, paginated_envelope, respond, respond_page
-from documents.apis import IdInput, PaginationInput
+from config.rpc import IdInput, PaginationInput, envelope, paginated_envelope, respond, respond_page
 from permissions.http import AuthenticatedRequest
 from rag.answering.answer import MODES
 from rag.answering.conversations import (

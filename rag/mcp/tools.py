@@ -18,8 +18,8 @@ from rest_framework.fields import empty
 
 from config.errors import ApplicationError, InvalidQuery, RagDisabled, ValidationFailed
 from config.exceptions import first_message
-from config.rpc import SerializerClass, check_json_types, check_known_fields, envelope, page_body
-from documents.apis import CollectionOutput, DocumentInfoOutput, IdInput, PaginationInput
+from config.rpc import IdInput, PaginationInput, SerializerClass, check_json_types, check_known_fields, envelope, page_body
+from documents.apis import CollectionOutput, DocumentInfoOutput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
 from rag.answering.answer import answer_complete, answer_request
