@@ -1,0 +1,1 @@
+"""One module per kind of source; each yields `connectors.base.SourceItem`s and nothing else."""
