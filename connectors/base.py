@@ -79,9 +79,9 @@ class Connector(Protocol):
     def items(self, previous: Mapping[str, PreviousItem]) -> Iterator[SourceItem]:
         """Every item at the source now. `previous` lets a connector skip work (a 304, an unchanged blob).
 
-        Yields an ItemError instance's key via raising only from `fetch`; listing problems for the whole
-        source raise SourceError. The sync treats keys not yielded as gone — so a connector must raise
-        SourceError rather than stop early when it cannot finish listing.
+        One item's problem raises ItemError from its `fetch`; a problem with the whole listing raises
+        SourceError. The sync treats keys not yielded as gone, so a connector that cannot finish listing
+        must raise SourceError rather than stop early (or the rest would be archived).
         """
         ...
 
