@@ -262,6 +262,15 @@ STORAGES = {
     "imports": _import_storage(IMPORT_STORAGE_URL, IMPORT_STORAGE_DIR),
 }
 
+# The web and S3 connectors (connectors/kinds/web.py, s3.py). Seconds to connect, or to wait for an answer.
+CONNECTORS_TIMEOUT = _bounded_float("CONNECTORS_TIMEOUT", 20.0, 0.5, 600.0)
+# What a crawl sends as User-Agent; robots.txt rules are matched against "CairnBot".
+CONNECTORS_WEB_USER_AGENT = env("CONNECTORS_WEB_USER_AGENT", default="CairnBot/1.0 (Cairn knowledge base crawler)").strip()
+# Most pages a web source may ask for in one sync (its own max_pages is at most this).
+CONNECTORS_WEB_MAX_PAGES = _positive_int("CONNECTORS_WEB_MAX_PAGES", 10_000)
+# The longest pause between two requests a robots.txt Crawl-delay gets; a longer one is shortened to it.
+CONNECTORS_WEB_MAX_CRAWL_DELAY = _bounded_float("CONNECTORS_WEB_MAX_CRAWL_DELAY", 10.0, 0.0, 600.0)
+
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
     # Short timeouts, and a miss instead of an error while Redis is away (config/cache.py).

@@ -1,0 +1,229 @@
+"""The web connector against a small site served on loopback: scope, robots.txt, conditional requests, limits, errors."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from connectors.base import ItemError, PreviousItem, SourceError, SourceItem
+from connectors.kinds.web import WebConnector, normalise_url
+from tests.connectors.site import Resource, Site, page, small_site
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Site]:
+    server = Site().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def site(served: Site) -> Site:
+    """The module's server with the small site laid anew and no requests recorded."""
+    served.resources = small_site(served.url)
+    served.requests.clear()
+    return served
+
+
+def connector(site: Site, path: str = "/", secrets: Mapping[str, str] | None = None, **config: Any) -> WebConnector:
+    return WebConnector.from_config({"url": site.url + path, **config}, secrets or {})
+
+
+def crawl(web: WebConnector, previous: Mapping[str, PreviousItem] | None = None) -> dict[str, SourceItem]:
+    return {item.key: item for item in web.items(previous or {})}
+
+
+def remembered(items: Mapping[str, SourceItem]) -> dict[str, PreviousItem]:
+    """What the sync stores after a crawl: each item's version and state."""
+    return {key: PreviousItem(version=item.version, state=item.state) for key, item in items.items()}
+
+
+def paths(site: Site, items: Mapping[str, SourceItem]) -> set[str]:
+    return {key.removeprefix(site.url) for key in items}
+
+
+def test_it_crawls_the_pages_of_the_site_once_each_within_its_origin_and_robots_txt(site: Site) -> None:
+    items = crawl(connector(site))
+
+    assert paths(site, items) == {"/", "/guide", "/loop/a?x=1&y=2", "/loop/b", "/new", "/logo.bin", "/latin", "/notes.md"}
+
+
+def test_it_ends_a_link_loop_and_requests_each_page_once(site: Site) -> None:
+    crawl(connector(site))
+
+    requested = [r.path for r in site.page_requests()]
+    assert requested.count("/loop/b") == 1
+
+
+def test_it_never_requests_a_path_robots_txt_disallows(site: Site) -> None:
+    crawl(connector(site))
+
+    assert not [r for r in site.requests if r.path.startswith("/private")]
+
+
+def test_a_page_keeps_its_title_and_only_its_main_text(site: Site) -> None:
+    guide = crawl(connector(site))[site.url + "/guide"]
+
+    text = guide.fetch().decode()
+    assert (guide.title, "Run the installer" in text, "all rights reserved" in text) == ("Install guide", True, False)
+
+
+def test_a_redirected_page_is_keyed_by_where_it_landed(site: Site) -> None:
+    moved = crawl(connector(site))[site.url + "/new"]
+
+    assert (moved.origin, moved.state["aliases"]) == (site.url + "/new", [site.url + "/old"])
+
+
+def test_a_binary_is_an_item_error_without_being_downloaded_whole(site: Site) -> None:
+    logo = crawl(connector(site))[site.url + "/logo.bin"]
+
+    with pytest.raises(ItemError, match="application/octet-stream, which Cairn does not index"):
+        logo.fetch()
+
+
+def test_a_latin_1_page_is_read_by_its_declared_charset(site: Site) -> None:
+    latin = crawl(connector(site))[site.url + "/latin"]
+
+    assert (latin.title, "Crème brûlée" in latin.fetch().decode()) == ("Café menu", True)
+
+
+def test_markdown_goes_to_the_parsers_as_markdown(site: Site) -> None:
+    notes = crawl(connector(site))[site.url + "/notes.md"]
+
+    assert (notes.name, notes.fetch()) == ("notes.md", b"# Notes\n\nPlain *Markdown* notes.\n")
+
+
+def test_an_unchanged_site_answers_only_conditional_requests_with_the_stored_versions(site: Site) -> None:
+    first = crawl(connector(site))
+    site.requests.clear()
+
+    again = crawl(connector(site), remembered(first))
+
+    unconditional = [r.path for r in site.page_requests() if not r.conditional]
+    assert (unconditional, {k: i.version for k, i in again.items()}) == (["/gone"], {k: i.version for k, i in first.items()})
+
+
+def test_a_changed_page_gets_a_new_version_and_a_removed_one_is_no_longer_listed(site: Site) -> None:
+    web = connector(site)
+    first = crawl(web)
+    site.resources["/guide"] = page("Install guide", "Run the new installer.", "/", "/faq")
+    site.resources["/faq"] = page("FAQ", "Questions people ask.")
+    del site.resources["/notes.md"]
+
+    again = crawl(connector(site), remembered(first))
+
+    changed = {k.removeprefix(site.url) for k in again if k in first and again[k].version != first[k].version}
+    assert (changed, paths(site, again) - paths(site, first), paths(site, first) - paths(site, again)) == (
+        {"/guide"},
+        {"/faq"},
+        {"/notes.md"},
+    )
+
+
+def test_the_crawl_goes_on_through_a_page_that_answered_304(site: Site) -> None:
+    first = crawl(connector(site))
+    site.resources["/loop/b"] = page("Loop B", "Changed text.", "/loop/a?x=1&y=2")
+
+    again = crawl(connector(site), remembered(first))
+
+    assert again[site.url + "/loop/b"].version != first[site.url + "/loop/b"].version
+
+
+def test_a_sitemap_lists_the_pages_it_names_on_the_site(site: Site) -> None:
+    items = crawl(connector(site, "/sitemap.xml", max_depth=0))
+
+    assert paths(site, items) == {"/guide", "/notes.md"}
+
+
+def test_include_and_exclude_patterns_choose_the_pages(site: Site) -> None:
+    items = crawl(connector(site, include=["/loop/*", "/guide"], exclude=["/loop/b"]))
+
+    assert paths(site, items) == {"/guide", "/loop/a?x=1&y=2"}
+
+
+def test_max_depth_stops_the_crawl_that_many_links_from_the_start(site: Site) -> None:
+    items = crawl(connector(site, max_depth=1))
+
+    assert "/loop/b" not in paths(site, items)
+
+
+def test_max_pages_stops_the_crawl_and_says_so(site: Site) -> None:
+    web = connector(site, max_pages=3)
+
+    items = crawl(web)
+
+    assert (len(items), "stopped at max_pages (3)" in web.cursor) == (3, True)
+
+
+def test_secret_headers_are_sent_to_the_site_and_kept_nowhere(site: Site) -> None:
+    web = connector(site, secrets={"Authorization": "Bearer s3cret-token"})
+
+    items = crawl(web)
+
+    assert (site.requests[0].headers["authorization"], "s3cret" in repr([i.state for i in items.values()])) == (
+        "Bearer s3cret-token",
+        False,
+    )
+
+
+def test_a_start_page_answering_401_is_a_source_error_about_credentials(site: Site) -> None:
+    site.resources["/"] = Resource(b"no", status=401)
+
+    with pytest.raises(SourceError, match="HTTP 401.*credentials"):
+        crawl(connector(site))
+
+
+def test_a_start_page_robots_txt_disallows_is_a_source_error(site: Site) -> None:
+    with pytest.raises(SourceError, match="robots.txt"):
+        crawl(connector(site, "/private/salaries"))
+
+
+def test_an_unreachable_host_is_a_transient_source_error() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    web = WebConnector.from_config({"url": f"http://127.0.0.1:{port}/"}, {})
+
+    with pytest.raises(SourceError, match="Cannot reach") as raised:
+        list(web.items({}))
+    assert raised.value.transient
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"url": "ftp://example.com/"}, "not an http:// or https:// address"),
+        ({"url": "file:///etc/passwd"}, "not an http:// or https:// address"),
+        ({"url": "https://example.com/", "max_pages": 0}, "max_pages: must be a whole number"),
+        ({"url": "https://example.com/", "include": "/docs"}, "include: must be a list"),
+        ({"url": "https://example.com/", "depth": 2}, "Unknown field for a web source: depth"),
+    ],
+)
+def test_a_bad_configuration_is_a_source_error_naming_the_field(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(SourceError, match=message):
+        WebConnector.from_config(config, {})
+
+
+def test_a_secret_header_with_a_line_break_is_refused_without_echoing_it() -> None:
+    with pytest.raises(SourceError) as raised:
+        WebConnector.from_config({"url": "https://example.com/"}, {"Cookie": "a=1\r\nX-Evil: 1"})
+    assert "a=1" not in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("url", "normal"),
+    [
+        ("HTTP://Example.COM:80/a/b/#top", "http://example.com/a/b"),
+        ("https://example.com:443/?b=2&a=1", "https://example.com/?a=1&b=2"),
+        ("https://example.com/a/./b/../c", "https://example.com/a/c"),
+        ("https://example.com:8443/%7Euser", "https://example.com:8443/~user"),
+        ("https://example.com", "https://example.com/"),
+    ],
+)
+def test_urls_are_normalised_to_one_spelling_per_page(url: str, normal: str) -> None:
+    assert normalise_url(url) == normal
