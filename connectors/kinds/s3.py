@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
-from connectors.base import ItemError, PreviousItem, SourceError, SourceItem
+from connectors.base import ConfigField, ItemError, PreviousItem, SourceError, SourceItem
 
 _CONFIG_FIELDS = {"bucket", "prefix", "endpoint_url", "region"}
 _SECRET_FIELDS = {"access_key_id", "secret_access_key"}
@@ -32,6 +32,21 @@ class S3Connector:
     """Objects under a prefix of one bucket."""
 
     kind: ClassVar[str] = "s3"
+    label: ClassVar[str] = "S3 bucket"
+    fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField("bucket", "Bucket", required=True),
+        ConfigField("prefix", "Prefix", help="Only keys that start with it, e.g. handbook/; empty: the whole bucket."),
+        ConfigField(
+            "endpoint_url",
+            "Endpoint URL",
+            help="For an S3-compatible server (MinIO, Ceph, R2...), e.g. https://minio.example.com; empty: AWS.",
+        ),
+        ConfigField("region", "Region", help="e.g. eu-west-1; empty: the endpoint's default."),
+    )
+    secret_fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField("access_key_id", "Access key id"),
+        ConfigField("secret_access_key", "Secret access key"),
+    )
     # Keys per listing request (S3's own maximum).
     page_size: ClassVar[int] = 1000
 

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urljoin, urlsplit
 import httpx
 from django.conf import settings
 
-from connectors.base import ItemError, PreviousItem, SourceError, SourceItem
+from connectors.base import ConfigField, ItemError, PreviousItem, SourceError, SourceItem
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,34 @@ class WebConnector:
     """A web site (or a sitemap's pages) on one origin."""
 
     kind: ClassVar[str] = "web"
+    label: ClassVar[str] = "Web site"
+    fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            "url",
+            "Start URL or sitemap",
+            required=True,
+            help="An http(s) page the crawl starts from, or a sitemap.xml; only pages on its origin are read.",
+        ),
+        ConfigField(
+            "max_depth",
+            "Link depth",
+            type="number",
+            default=DEFAULT_MAX_DEPTH,
+            help="Links followed from the start (0: the start page, or the sitemap's pages, alone).",
+        ),
+        ConfigField(
+            "max_pages", "Most pages", type="number", default=DEFAULT_MAX_PAGES, help="Pages requested in one sync at most."
+        ),
+        ConfigField(
+            "include", "Only paths", type="lines", help="Path patterns to crawl, one a line, e.g. /docs/*; empty: every path."
+        ),
+        ConfigField("exclude", "Never paths", type="lines", help="Path patterns never requested, one a line, e.g. /blog/*."),
+    )
+    secret_fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField("authorization", "Authorization header", help="Sent with every request to the site, e.g. Bearer <token>."),
+        ConfigField("cookie", "Cookie header", help="A session cookie the site signs you in with, e.g. session=<value>."),
+        ConfigField("headers", "Other headers", help='More headers to send, one "Name: value" a line (e.g. X-Api-Key: <key>).'),
+    )
 
     def __init__(
         self,
@@ -153,14 +181,7 @@ class WebConnector:
         max_pages = _bounded_int(config, "max_pages", DEFAULT_MAX_PAGES, 1, settings.CONNECTORS_WEB_MAX_PAGES)
         include = _patterns(config, "include")
         exclude = _patterns(config, "exclude")
-        headers: dict[str, str] = {}
-        for name, value in secrets.items():
-            # The value is never echoed: a secret must not reach an error message.
-            if not _HEADER_NAME.match(name):
-                raise SourceError(f"Secret header {name!r} is not a valid HTTP header name.")
-            if not isinstance(value, str) or "\r" in value or "\n" in value:
-                raise SourceError(f"Secret header {name!r} has a value that is not one line of text.")
-            headers[name] = value
+        headers = _secret_headers(secrets)
         return cls(url=url, max_depth=max_depth, max_pages=max_pages, include=include, exclude=exclude, headers=headers)
 
     @property
@@ -697,6 +718,29 @@ def _transport_reason(exc: httpx.TransportError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return f"connection failed ({exc})"
     return f"{type(exc).__name__} ({exc})"
+
+
+def _secret_headers(secrets: Mapping[str, str]) -> dict[str, str]:
+    """The headers the secrets name; a value is never echoed, since a secret must not reach an error message."""
+    unknown = sorted(set(secrets) - {"authorization", "cookie", "headers"})
+    if unknown:
+        raise SourceError(f"Unknown secret for a web source: {', '.join(unknown)} (expected authorization, cookie, headers).")
+    lines = [("Authorization", secrets["authorization"])] if secrets.get("authorization") else []
+    if secrets.get("cookie"):
+        lines.append(("Cookie", secrets["cookie"]))
+    for number, line in enumerate((secrets.get("headers") or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, colon, value = line.partition(":")
+        if not colon or not _HEADER_NAME.match(name.strip()):
+            raise SourceError(f'headers: line {number} is not "Name: value" with a valid header name.')
+        lines.append((name.strip(), value.strip()))
+    headers: dict[str, str] = {}
+    for name, value in lines:
+        if "\r" in value or "\n" in value or not value.isprintable():
+            raise SourceError(f"The secret header {name} has a value that is not one line of printable text.")
+        headers[name] = value
+    return headers
 
 
 def _bounded_int(config: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import boto3
@@ -14,6 +14,11 @@ from pytest_django import Settings
 
 from connectors.base import ItemError, SourceError, SourceItem
 from connectors.kinds.s3 import S3Connector
+from connectors.models import SourceSync
+from connectors.services import source_create
+from documents.models import Document
+from tests.conftest import Cast
+from tests.connectors.conftest import SyncAndIndex, embedded_texts
 
 SECRETS = {"access_key_id": "cairn-test", "secret_access_key": "cairn-test-secret"}
 
@@ -52,6 +57,10 @@ def bucket(s3: Any, request: pytest.FixtureRequest) -> Any:
 
 def connector(endpoint: str, bucket: Any, **config: Any) -> S3Connector:
     return S3Connector.from_config({"endpoint_url": endpoint, "bucket": bucket.name, "region": "us-east-1", **config}, SECRETS)
+
+
+def counts(sync: SourceSync) -> tuple[int, int, int, int, int, int]:
+    return (sync.seen, sync.created, sync.changed, sync.unchanged, sync.deleted, sync.failed)
 
 
 def listing(source: S3Connector) -> dict[str, SourceItem]:
@@ -169,3 +178,54 @@ def test_a_bad_configuration_is_a_source_error_naming_the_field(
 ) -> None:
     with pytest.raises(SourceError, match=message):
         S3Connector.from_config(config, secrets)
+
+
+# End to end: an S3 source syncing into a collection.
+
+
+def test_an_s3_source_creates_updates_and_archives_its_objects_and_an_unchanged_resync_reads_nothing(
+    cast: Cast, endpoint: str, bucket: Any, sync_and_index: SyncAndIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket.put_object(Key="handbook/guide.md", Body=b"# Guide\n\nHow to deploy.\n")
+    bucket.put_object(Key="handbook/faq.txt", Body=b"Questions and answers.\n")
+    bucket.put_object(Key="handbook/old.md", Body=b"# Old\n\nGone soon.\n")
+    bucket.put_object(Key="elsewhere/skip.md", Body=b"# Not under the prefix\n")
+    source = source_create(
+        by=cast.alice,
+        name="Bucket",
+        kind="s3",
+        config={"endpoint_url": endpoint, "bucket": bucket.name, "prefix": "handbook/", "region": "us-east-1"},
+        secrets=SECRETS,
+        collection=cast.handbook,
+        sync=False,
+    )
+    downloads: list[str] = []
+    read = S3Connector._fetcher
+
+    def counted(self: S3Connector, client: Any, key: str, etag: str, size: int) -> Callable[[], bytes]:
+        fetch = read(self, client, key, etag, size)
+        return lambda: downloads.append(key) or fetch()
+
+    monkeypatch.setattr(S3Connector, "_fetcher", counted)
+
+    first = sync_and_index(source)
+    assert counts(first) == (3, 3, 0, 0, 0, 0)
+    guide = Document.objects.get(collection=cast.handbook, title="Guide")
+    assert guide.origin == f"{endpoint}/{bucket.name}/handbook/guide.md"
+
+    embedded, downloaded = len(embedded_texts()), len(downloads)
+    again = sync_and_index(source)
+    assert counts(again) == (3, 0, 0, 3, 0, 0)
+    assert (len(embedded_texts()), len(downloads)) == (embedded, downloaded), "an unchanged re-sync reads and embeds nothing"
+
+    bucket.put_object(Key="handbook/guide.md", Body=b"# Guide\n\nHow to deploy, and roll back.\n")
+    bucket.Object("handbook/questions.txt").copy_from(CopySource={"Bucket": bucket.name, "Key": "handbook/faq.txt"})
+    bucket.Object("handbook/faq.txt").delete()
+    bucket.Object("handbook/old.md").delete()
+    bucket.put_object(Key="handbook/new.md", Body=b"# New\n\nFresh.\n")
+    changed = sync_and_index(source)
+    assert counts(changed) == (3, 2, 1, 0, 2, 0)
+    guide.refresh_from_db()
+    assert (guide.version, "roll back" in guide.text) == (2, True)
+    archived = set(Document.objects.filter(collection=cast.handbook, archived_at__isnull=False).values_list("title", flat=True))
+    assert archived == {"faq", "Old"}

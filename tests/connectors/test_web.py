@@ -10,6 +10,11 @@ import pytest
 
 from connectors.base import ItemError, PreviousItem, SourceError, SourceItem
 from connectors.kinds.web import WebConnector, normalise_url
+from connectors.models import SourceSync, SyncedSource
+from connectors.services import source_create
+from documents.models import Document
+from tests.conftest import Cast
+from tests.connectors.conftest import SyncAndIndex, embedded_texts
 from tests.connectors.site import Resource, Site, page, small_site
 
 
@@ -41,6 +46,10 @@ def crawl(web: WebConnector, previous: Mapping[str, PreviousItem] | None = None)
 def remembered(items: Mapping[str, SourceItem]) -> dict[str, PreviousItem]:
     """What the sync stores after a crawl: each item's version and state."""
     return {key: PreviousItem(version=item.version, state=item.state) for key, item in items.items()}
+
+
+def counts(sync: SourceSync) -> tuple[int, int, int, int, int, int]:
+    return (sync.seen, sync.created, sync.changed, sync.unchanged, sync.deleted, sync.failed)
 
 
 def paths(site: Site, items: Mapping[str, SourceItem]) -> set[str]:
@@ -161,12 +170,14 @@ def test_max_pages_stops_the_crawl_and_says_so(site: Site) -> None:
 
 
 def test_secret_headers_are_sent_to_the_site_and_kept_nowhere(site: Site) -> None:
-    web = connector(site, secrets={"Authorization": "Bearer s3cret-token"})
+    web = connector(site, secrets={"authorization": "Bearer s3cret-token", "headers": "X-Api-Key: k3y"})
 
     items = crawl(web)
 
-    assert (site.requests[0].headers["authorization"], "s3cret" in repr([i.state for i in items.values()])) == (
+    sent = site.requests[0].headers
+    assert (sent["authorization"], sent["x-api-key"], "s3cret" in repr([i.state for i in items.values()])) == (
         "Bearer s3cret-token",
+        "k3y",
         False,
     )
 
@@ -211,7 +222,7 @@ def test_a_bad_configuration_is_a_source_error_naming_the_field(config: dict[str
 
 def test_a_secret_header_with_a_line_break_is_refused_without_echoing_it() -> None:
     with pytest.raises(SourceError) as raised:
-        WebConnector.from_config({"url": "https://example.com/"}, {"Cookie": "a=1\r\nX-Evil: 1"})
+        WebConnector.from_config({"url": "https://example.com/"}, {"cookie": "a=1\r\nX-Evil: 1"})
     assert "a=1" not in raised.value.message
 
 
@@ -227,3 +238,47 @@ def test_a_secret_header_with_a_line_break_is_refused_without_echoing_it() -> No
 )
 def test_urls_are_normalised_to_one_spelling_per_page(url: str, normal: str) -> None:
     assert normalise_url(url) == normal
+
+
+# End to end: a web source syncing into a collection.
+
+
+def web_source(cast: Cast, site: Site) -> SyncedSource:
+    return source_create(
+        by=cast.alice, name="Intranet", kind="web", config={"url": site.url + "/"}, collection=cast.handbook, sync=False
+    )
+
+
+def test_a_web_source_creates_updates_and_archives_its_pages_and_an_unchanged_resync_costs_nothing(
+    cast: Cast, site: Site, sync_and_index: SyncAndIndex
+) -> None:
+    source = web_source(cast, site)
+
+    first = sync_and_index(source)
+    assert counts(first) == (8, 7, 0, 0, 0, 1)
+    titles = dict(Document.objects.filter(collection=cast.handbook).values_list("origin", "title"))
+    assert titles[site.url + "/guide"] == "Install guide"
+    assert (first.errors[0]["key"], "does not index" in first.errors[0]["message"]) == (site.url + "/logo.bin", True)
+
+    embedded = len(embedded_texts())
+    site.requests.clear()
+    again = sync_and_index(source)
+    assert counts(again) == (8, 0, 0, 7, 0, 1)
+    assert len(embedded_texts()) == embedded, "an unchanged re-sync embeds nothing"
+    documents = set(titles)
+    unconditional = {site.url + r.path for r in site.page_requests() if not r.conditional}
+    assert unconditional & documents == set(), "every page that is a document was asked for conditionally"
+
+    site.resources["/guide"] = page("Install guide", "Run the new installer, then reboot.", "/", "/faq")
+    site.resources["/faq"] = page("FAQ", "Questions people ask.")
+    site.resources["/notes-renamed.md"] = site.resources.pop("/notes.md")
+    site.resources["/"] = page(
+        "Welcome", "The handbook of Example Corp.", "/guide", "/loop/a?x=1&y=2", "/old", "/notes-renamed.md"
+    )
+    changed = sync_and_index(source)
+    # Changed: the guide. The start page's list of links changed, its main text did not: unchanged.
+    assert counts(changed) == (7, 2, 1, 4, 2, 0)
+    guide = Document.objects.get(collection=cast.handbook, origin=site.url + "/guide")
+    assert (guide.version, "reboot" in guide.text) == (2, True)
+    archived = set(Document.objects.filter(collection=cast.handbook, archived_at__isnull=False).values_list("origin", flat=True))
+    assert archived == {site.url + "/latin", site.url + "/notes.md"}
