@@ -204,7 +204,12 @@ def test_an_s3_source_creates_updates_and_archives_its_objects_and_an_unchanged_
 
     def counted(self: S3Connector, client: Any, key: str, etag: str, size: int) -> Callable[[], bytes]:
         fetch = read(self, client, key, etag, size)
-        return lambda: downloads.append(key) or fetch()
+
+        def fetch_counted() -> bytes:
+            downloads.append(key)
+            return fetch()
+
+        return fetch_counted
 
     monkeypatch.setattr(S3Connector, "_fetcher", counted)
 
