@@ -6,6 +6,7 @@ from rest_framework.permissions import AllowAny
 
 from config.health import health
 from config.metrics import metrics_view
+from connectors.pages import sources_page
 from documents.pages import document_original, document_page, import_page
 from permissions.oidc import sso_callback_page, sso_start_page
 from permissions.pages import admin_login_page, login_page, logout_page
@@ -35,6 +36,7 @@ urlpatterns = [
     path("doc/<uuid:document_id>/original", document_original, name="document-original"),
     path("doc/<uuid:document_id>/", include("documents.page_urls")),
     path("import", import_page, name="import"),
+    path("sources", sources_page, name="sources"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),
     path("", include("documents.collection_pages")),
