@@ -21,7 +21,14 @@ PASSWORD = "correct horse battery"
 @pytest.fixture
 def exports(tmp_path: Path) -> Path:
     folder = tmp_path / "exports"
-    write(folder / "wiki", {"guide.md": "# Deploy guide\n\nRun make deploy.\n", "faq.md": "# FAQ\n\nAsk in #help.\n", "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00"})
+    write(
+        folder / "wiki",
+        {
+            "guide.md": "# Deploy guide\n\nRun make deploy.\n",
+            "faq.md": "# FAQ\n\nAsk in #help.\n",
+            "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00",
+        },
+    )
     return folder
 
 
