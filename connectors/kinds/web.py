@@ -268,7 +268,10 @@ class _Crawl:
             if status >= 500 or status == 429:
                 raise SourceError(f"The start URL answered HTTP {status}; the sync will try again later.", transient=True)
             if status == 304:
-                return self._unchanged(key, landed)
+                try:
+                    return self._unchanged(key, landed)
+                except ItemError as exc:
+                    raise SourceError(f"The start URL {exc.message}.") from exc
             if status != 200:
                 raise SourceError(f"The start URL answered HTTP {status}, not a page.")
             media = _media_type(response)
@@ -356,7 +359,11 @@ class _Crawl:
             if status in (404, 410):
                 return  # gone: its document is archived
             if status == 304:
-                page = self._unchanged(known, landed)
+                try:
+                    page = self._unchanged(known, landed)
+                except ItemError as exc:
+                    yield from self._failed(known, url, exc.message, yielded)
+                    return
             elif status == 200:
                 if landed_key != key and landed_key in seen:
                     return  # a second address of a page this crawl has already read
@@ -432,7 +439,9 @@ class _Crawl:
 
     def _unchanged(self, key: str, landed: str) -> _Page:
         """A 304: the stored version, title and links, nothing downloaded."""
-        previous = self.previous[key]
+        previous = self.previous.get(key)
+        if previous is None:
+            raise ItemError(key, "answered 304 Not Modified to a request that was not conditional")
         state = previous.state
         return _Page(
             final_url=landed,
@@ -492,10 +501,14 @@ class _Crawl:
         if declared.isdigit() and int(declared) > limit:
             raise ItemError(normalise_url(url), f"is {int(declared):,} bytes, over IMPORT_MAX_FILE_SIZE ({limit:,})")
         body = bytearray()
+        # The timeout bounds each wait for bytes; this bounds a server that sends them a few at a time.
+        deadline = time.monotonic() + 5 * settings.CONNECTORS_TIMEOUT
         for chunk in response.iter_bytes():
             body += chunk
             if len(body) > limit:
                 raise ItemError(normalise_url(url), f"is over IMPORT_MAX_FILE_SIZE ({limit:,} bytes)")
+            if time.monotonic() > deadline:
+                raise ItemError(normalise_url(url), f"took more than {5 * settings.CONNECTORS_TIMEOUT:g} seconds to download")
         data = bytes(body)
         if url.endswith(".gz") and data[:2] == b"\x1f\x8b":
             try:

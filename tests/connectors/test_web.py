@@ -286,3 +286,25 @@ def test_a_web_source_creates_updates_and_archives_its_pages_and_an_unchanged_re
     assert (guide.version, "reboot" in guide.text) == (2, True)
     archived = set(Document.objects.filter(collection=cast.handbook, archived_at__isnull=False).values_list("origin", flat=True))
     assert archived == {site.url + "/latin", site.url + "/notes.md"}
+
+
+def test_a_page_that_fails_for_now_is_yielded_with_its_error_so_its_document_is_kept(site: Site) -> None:
+    first = crawl(connector(site))
+    site.resources["/guide"] = Resource(b"oops", "text/plain", status=503)
+
+    guide = crawl(connector(site), remembered(first))[site.url + "/guide"]
+
+    assert guide.version != first[site.url + "/guide"].version
+    with pytest.raises(ItemError, match="answered HTTP 503"):
+        guide.fetch()
+
+
+def test_a_noindex_page_is_read_for_its_links_but_not_kept(site: Site) -> None:
+    site.resources["/guide"] = Resource(
+        b'<html><head><meta name="robots" content="noindex"><title>Hub</title></head><body><a href="/faq">FAQ</a></body></html>'
+    )
+    site.resources["/faq"] = page("FAQ", "Questions people ask.")
+
+    found = paths(site, crawl(connector(site)))
+
+    assert ("/guide" in found, "/faq" in found) == (False, True)
