@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import warnings
@@ -271,6 +272,16 @@ CONNECTORS_WEB_USER_AGENT = env("CONNECTORS_WEB_USER_AGENT", default="CairnBot/1
 CONNECTORS_WEB_MAX_PAGES = _positive_int("CONNECTORS_WEB_MAX_PAGES", 10_000)
 # The longest pause between two requests a robots.txt Crawl-delay gets; a longer one is shortened to it.
 CONNECTORS_WEB_MAX_CRAWL_DELAY = _bounded_float("CONNECTORS_WEB_MAX_CRAWL_DELAY", 10.0, 0.0, 600.0)
+# Networks a web or S3 source may never reach (connectors/network.py): by default the link-local ones,
+# where clouds serve each machine's metadata and credentials.
+CONNECTORS_BLOCKED_NETWORKS = env.list(
+    "CONNECTORS_BLOCKED_NETWORKS", default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"]
+)
+for _network in CONNECTORS_BLOCKED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CONNECTORS_BLOCKED_NETWORKS: {_network!r} is not a network such as 10.0.0.0/8") from exc
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit
 from django.conf import settings
 
 from connectors.base import ConfigField, ItemError, PreviousItem, SourceError, SourceItem
+from connectors.network import check_host
 
 _CONFIG_FIELDS = {"bucket", "prefix", "endpoint_url", "region"}
 _SECRET_FIELDS = {"access_key_id", "secret_access_key"}
@@ -116,6 +117,8 @@ class S3Connector:
     def items(self, previous: Mapping[str, PreviousItem]) -> Iterator[SourceItem]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if self.endpoint_url:
+            check_host(urlsplit(self.endpoint_url).hostname or "")
         client = self._client()
         started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         count = 0

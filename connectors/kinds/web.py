@@ -33,6 +33,7 @@ import httpx
 from django.conf import settings
 
 from connectors.base import ConfigField, ItemError, PreviousItem, SourceError, SourceItem
+from connectors.network import check_host
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +190,7 @@ class WebConnector:
         return self._cursor
 
     def items(self, previous: Mapping[str, PreviousItem]) -> Iterator[SourceItem]:
+        check_host(urlsplit(self.start_url).hostname or "")
         with httpx.Client(
             headers={"User-Agent": settings.CONNECTORS_WEB_USER_AGENT, **self._secret_headers},
             timeout=httpx.Timeout(settings.CONNECTORS_TIMEOUT),

@@ -162,6 +162,14 @@ def test_an_unreachable_endpoint_is_a_transient_source_error(bucket: Any) -> Non
     assert raised.value.transient
 
 
+def test_an_endpoint_in_a_blocked_network_is_refused(endpoint: str, settings: Settings) -> None:
+    settings.CONNECTORS_BLOCKED_NETWORKS = ["127.0.0.0/8"]
+    source = S3Connector.from_config({"endpoint_url": endpoint, "bucket": "anything"}, SECRETS)
+
+    with pytest.raises(SourceError, match="in a network Cairn does not connect to"):
+        list(source.items({}))
+
+
 @pytest.mark.parametrize(
     ("config", "secrets", "message"),
     [

@@ -209,6 +209,13 @@ def test_an_unreachable_host_is_a_transient_source_error() -> None:
     assert raised.value.transient
 
 
+def test_a_site_in_a_blocked_network_is_refused_before_any_request() -> None:
+    web = WebConnector.from_config({"url": "http://169.254.169.254/latest/meta-data/"}, {})
+
+    with pytest.raises(SourceError, match="169.254.169.254, in a network Cairn does not connect to"):
+        list(web.items({}))
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
