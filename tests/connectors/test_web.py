@@ -153,6 +153,20 @@ def test_a_sitemap_lists_the_pages_it_names_on_the_site(site: Site) -> None:
     assert paths(site, items) == {"/guide", "/notes.md"}
 
 
+def test_a_sitemap_index_leads_to_the_pages_of_its_sitemaps(site: Site) -> None:
+    site.resources["/sitemap-index.xml"] = Resource(
+        (
+            '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<sitemap><loc>{site.url}/sitemap.xml</loc></sitemap></sitemapindex>"
+        ).encode(),
+        "text/xml",
+    )
+
+    items = crawl(connector(site, "/sitemap-index.xml", max_depth=0))
+
+    assert paths(site, items) == {"/guide", "/notes.md"}
+
+
 def test_include_and_exclude_patterns_choose_the_pages(site: Site) -> None:
     items = crawl(connector(site, include=["/loop/*", "/guide"], exclude=["/loop/b"]))
 
