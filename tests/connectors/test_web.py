@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from connectors.services import source_create
 from documents.models import Document
 from tests.conftest import Cast
 from tests.connectors.conftest import SyncAndIndex, embedded_texts
-from tests.connectors.site import Resource, Site, page, small_site
+from tests.connectors.site import Request, Resource, Site, page, small_site
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,20 @@ def site(served: Site) -> Site:
     served.resources = small_site(served.url)
     served.requests.clear()
     return served
+
+
+@dataclass(frozen=True)
+class FirstCrawl:
+    items: dict[str, SourceItem]
+    requests: list[Request]
+
+
+@pytest.fixture(scope="module")
+def first(served: Site) -> FirstCrawl:
+    """One crawl of the small site as laid, for the tests that only read what it found (a crawl each would cost)."""
+    served.resources = small_site(served.url)
+    served.requests.clear()
+    return FirstCrawl(crawl(connector(served)), list(served.requests))
 
 
 def connector(site: Site, path: str = "/", secrets: Mapping[str, str] | None = None, **config: Any) -> WebConnector:
@@ -56,65 +71,57 @@ def paths(site: Site, items: Mapping[str, SourceItem]) -> set[str]:
     return {key.removeprefix(site.url) for key in items}
 
 
-def test_it_crawls_the_pages_of_the_site_once_each_within_its_origin_and_robots_txt(site: Site) -> None:
-    items = crawl(connector(site))
-
-    assert paths(site, items) == {"/", "/guide", "/loop/a?x=1&y=2", "/loop/b", "/new", "/logo.bin", "/latin", "/notes.md"}
+def test_it_crawls_the_pages_of_the_site_once_each_within_its_origin_and_robots_txt(served: Site, first: FirstCrawl) -> None:
+    assert paths(served, first.items) == {"/", "/guide", "/loop/a?x=1&y=2", "/loop/b", "/new", "/logo.bin", "/latin", "/notes.md"}
 
 
-def test_it_ends_a_link_loop_and_requests_each_page_once(site: Site) -> None:
-    crawl(connector(site))
-
-    requested = [r.path for r in site.page_requests() if r.path.startswith("/loop/")]
+def test_it_ends_a_link_loop_and_requests_each_page_once(first: FirstCrawl) -> None:
+    requested = [r.path for r in first.requests if r.path.startswith("/loop/")]
     assert sorted(requested) == ["/loop/a?y=2&x=1", "/loop/b"], "each spelling of a loop's pages read once"
 
 
-def test_it_never_requests_a_path_robots_txt_disallows(site: Site) -> None:
-    crawl(connector(site))
-
-    assert not [r for r in site.requests if r.path.startswith("/private")]
+def test_it_never_requests_a_path_robots_txt_disallows(first: FirstCrawl) -> None:
+    assert [r for r in first.requests if r.path.startswith("/private")] == []
 
 
-def test_a_page_keeps_its_title_and_only_its_main_text(site: Site) -> None:
-    guide = crawl(connector(site))[site.url + "/guide"]
+def test_a_page_keeps_its_title_and_only_its_main_text(served: Site, first: FirstCrawl) -> None:
+    guide = first.items[served.url + "/guide"]
 
     text = guide.fetch().decode()
     assert (guide.title, "Run the installer" in text, "all rights reserved" in text) == ("Install guide", True, False)
 
 
-def test_a_redirected_page_is_keyed_by_where_it_landed(site: Site) -> None:
-    moved = crawl(connector(site))[site.url + "/new"]
+def test_a_redirected_page_is_keyed_by_where_it_landed(served: Site, first: FirstCrawl) -> None:
+    moved = first.items[served.url + "/new"]
 
-    assert (moved.origin, moved.state["aliases"]) == (site.url + "/new", [site.url + "/old"])
+    assert (moved.origin, moved.state["aliases"]) == (served.url + "/new", [served.url + "/old"])
 
 
-def test_a_binary_is_an_item_error_without_being_downloaded_whole(site: Site) -> None:
-    logo = crawl(connector(site))[site.url + "/logo.bin"]
+def test_a_binary_is_an_item_error_without_being_downloaded_whole(served: Site, first: FirstCrawl) -> None:
+    logo = first.items[served.url + "/logo.bin"]
 
     with pytest.raises(ItemError, match="application/octet-stream, which Cairn does not index"):
         logo.fetch()
 
 
-def test_a_latin_1_page_is_read_by_its_declared_charset(site: Site) -> None:
-    latin = crawl(connector(site))[site.url + "/latin"]
+def test_a_latin_1_page_is_read_by_its_declared_charset(served: Site, first: FirstCrawl) -> None:
+    latin = first.items[served.url + "/latin"]
 
     assert (latin.title, "Crème brûlée" in latin.fetch().decode()) == ("Café menu", True)
 
 
-def test_markdown_goes_to_the_parsers_as_markdown(site: Site) -> None:
-    notes = crawl(connector(site))[site.url + "/notes.md"]
+def test_markdown_goes_to_the_parsers_as_markdown(served: Site, first: FirstCrawl) -> None:
+    notes = first.items[served.url + "/notes.md"]
 
     assert (notes.name, notes.fetch()) == ("notes.md", b"# Notes\n\nPlain *Markdown* notes.\n")
 
 
-def test_an_unchanged_site_answers_only_conditional_requests_with_the_stored_versions(site: Site) -> None:
-    first = crawl(connector(site))
-    site.requests.clear()
-
-    again = crawl(connector(site), remembered(first))
+def test_an_unchanged_site_answers_only_conditional_requests_with_the_stored_versions(site: Site, first: FirstCrawl) -> None:
+    again = crawl(connector(site), remembered(first.items))
 
     unconditional = [r.path for r in site.page_requests() if not r.conditional]
-    assert (unconditional, {k: i.version for k, i in again.items()}) == (["/gone"], {k: i.version for k, i in first.items()})
+    versions = {k: i.version for k, i in first.items.items()}
+    assert (unconditional, {k: i.version for k, i in again.items()}) == (["/gone"], versions)
 
 
 def test_a_changed_page_gets_a_new_version_and_a_removed_one_is_no_longer_listed(site: Site) -> None:
