@@ -159,8 +159,6 @@ class WebConnector:
         self.exclude = exclude
         self._secret_headers = dict(headers or {})
         self._cursor = ""
-        # Every request this crawl made, as (url, conditional): the tests read it, a person can too.
-        self.requests: list[tuple[str, bool]] = []
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], secrets: Mapping[str, str]) -> WebConnector:
@@ -245,6 +243,7 @@ class _Crawl:
         summary = f"crawled {self.pages} page{'s' if self.pages != 1 else ''} at {started}"
         if skipped:
             summary += f"; stopped at max_pages ({connector.max_pages}) with {skipped} more link{'s' if skipped != 1 else ''} not followed"
+        logger.info("web source at %s: %s", connector.origin, summary)
         connector._set_cursor(summary)
 
     # The start: a page (its links seed the crawl) or a sitemap (its URLs do).
@@ -528,7 +527,6 @@ class _Crawl:
         """GET `url`, following redirects that stay on the origin and within robots.txt (`response` is None when one does not)."""
         for _ in range(MAX_REDIRECTS + 1):
             self._wait()
-            self.connector.requests.append((url, bool(headers)))
             request = self.client.build_request("GET", url, headers=dict(headers))
             response = self.client.send(request, stream=True)
             if not response.has_redirect_location:
