@@ -19,10 +19,20 @@ from tests.conftest import Cast
 SECRET = "hunter2-very-secret"
 
 
-def test_rotation_moves_secrets_to_the_new_key_and_the_old_one_can_go(cast: Cast, root: Path, settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rotation_moves_secrets_to_the_new_key_and_the_old_one_can_go(
+    cast: Cast, root: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.CONNECTORS_SECRET_KEY = [old]
-    source = source_create(by=cast.alice, name="Wiki", kind="folder", config={"path": str(root)}, secrets={"token": SECRET}, collection=cast.handbook, sync=False)
+    source = source_create(
+        by=cast.alice,
+        name="Wiki",
+        kind="folder",
+        config={"path": str(root)},
+        secrets={"token": SECRET},
+        collection=cast.handbook,
+        sync=False,
+    )
     stored = SyncedSource.objects.get(pk=source.pk).secrets
     assert SECRET not in stored
 
@@ -37,7 +47,15 @@ def test_secrets_no_key_decrypts_fail_the_sync_with_a_clear_error_and_leak_nowhe
     cast: Cast, root: Path, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings.CONNECTORS_SECRET_KEY = [Fernet.generate_key().decode()]
-    source = source_create(by=cast.alice, name="Wiki", kind="folder", config={"path": str(root)}, secrets={"token": SECRET}, collection=cast.handbook, sync=False)
+    source = source_create(
+        by=cast.alice,
+        name="Wiki",
+        kind="folder",
+        config={"path": str(root)},
+        secrets={"token": SECRET},
+        collection=cast.handbook,
+        sync=False,
+    )
     settings.CONNECTORS_SECRET_KEY = [Fernet.generate_key().decode()]
     with caplog.at_level(logging.DEBUG):
         sync = source_sync(source=source)

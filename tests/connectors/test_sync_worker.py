@@ -20,12 +20,22 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_worker_runs_the_sync_that_the_request_only_queued(
-    cast: Cast, api_for: ApiFor, root: Path, settings: Settings, worker_factory: Callable[..., Worker]  # noqa: F811
+    cast: Cast,
+    api_for: ApiFor,
+    root: Path,
+    settings: Settings,
+    worker_factory: Callable[..., Worker],  # noqa: F811
 ) -> None:
     key = Fernet.generate_key().decode()
     settings.CONNECTORS_SECRET_KEY = [key]
     write(root, {"guide.md": "# Guide\n\nDeploy with make deploy.\n", "faq.md": "# FAQ\n\nAsk in the channel.\n"})
-    body = {"name": "Wiki", "kind": "folder", "collectionId": str(cast.handbook.pk), "config": {"path": str(root)}, "secrets": {"token": "t0ken"}}
+    body = {
+        "name": "Wiki",
+        "kind": "folder",
+        "collectionId": str(cast.handbook.pk),
+        "config": {"path": str(root)},
+        "secrets": {"token": "t0ken"},
+    }
     response = api_for(cast.alice).post("sources.create", body)
     assert response.status_code == 200, response.content
     sync = SourceSync.objects.get()

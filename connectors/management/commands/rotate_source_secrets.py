@@ -22,7 +22,9 @@ class Command(BaseCommand):
                     source.secrets = rotate_secrets(source.secrets)
                 except SecretsUnreadable:
                     unreadable += 1
-                    self.stderr.write(f"{source.name}: its secrets match no configured key; enter them again on the Sources page.")
+                    self.stderr.write(
+                        f"{source.name}: its secrets match no configured key; enter them again on the Sources page."
+                    )
                     continue
                 source.save(update_fields=["secrets"])
                 rotated += 1
