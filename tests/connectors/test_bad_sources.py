@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ class Flaky:
                 raise KeyboardInterrupt  # the worker dies here: nothing after this runs
             key = f"page-{n}.md"
             yield SourceItem(
-                key=key, name=key, version="v1", origin=f"https://example.org/{key}", fetch=lambda k=key: self._fetch(k)
+                key=key, name=key, version="v1", origin=f"https://example.org/{key}", fetch=partial(self._fetch, key)
             )
 
     def _fetch(self, key: str) -> bytes:

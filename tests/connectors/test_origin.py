@@ -12,6 +12,7 @@ from connectors.services import source_create
 from documents.models import Document
 from tests.conftest import ApiFor, Cast, SignIn
 from tests.connectors.conftest import SyncAndIndex, write
+from tests.factories import DocumentFactory
 from tests.rag.conftest import fake_llm  # noqa: F401  (the rag tests' fixture)
 from tests.rag.texts import OWLS
 
@@ -52,10 +53,8 @@ def test_the_origin_is_on_the_page_in_the_api_and_in_citations(
 
 
 def test_a_wiki_link_leads_only_to_a_document_the_reader_may_see(cast: Cast, signed_in: SignIn, client: Client) -> None:
-    barns = Document.objects.create(
-        team=cast.alice.team, collection=cast.handbook, title="Barns", text="x", published_at=timezone.now()
-    )
-    Document.objects.create(team=cast.alice.team, collection=cast.private, title="Vault", text="x", published_at=timezone.now())
+    barns = DocumentFactory.create(collection=cast.handbook, title="Barns", published_at=timezone.now())
+    DocumentFactory.create(collection=cast.private, title="Vault", published_at=timezone.now())
     bob = signed_in(cast.bob)
     assert bob.get("/doc/title/barns")["Location"] == barns.url
     assert bob.get("/doc/title/Vault").status_code == 404, "a private document's title leads nowhere"
