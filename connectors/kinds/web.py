@@ -138,7 +138,11 @@ class WebConnector:
     secret_fields: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("authorization", "Authorization header", help="Sent with every request to the site, e.g. Bearer <token>."),
         ConfigField("cookie", "Cookie header", help="A session cookie the site signs you in with, e.g. session=<value>."),
-        ConfigField("headers", "Other headers", help='More headers to send, one "Name: value" a line (e.g. X-Api-Key: <key>).'),
+        ConfigField(
+            "headers",
+            "Other header",
+            help='Another header to send, as "Name: value" (e.g. X-Api-Key: <key>); through the API, several, one a line.',
+        ),
     )
 
     def __init__(
