@@ -87,6 +87,8 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
             "stale": stale,
             "cited_version": version,
             "source": source,
+            # Only a web address is a link: a path on a server or "path@commit" is shown as text.
+            "origin_is_link": document.origin.startswith(("https://", "http://")),
             "cited": _cited_place(document, source, highlight) if highlight else None,
             "index_state": index_state(document),
             "can_write": can_write,
@@ -307,6 +309,16 @@ def document_version_restore(request: AuthenticatedHttpRequest, document_id: uui
 # PDFs open in the browser's viewer (at the cited page with #page=N); anything else is a download,
 # so an imported HTML file can never run as a page of this site.
 _INLINE_TYPES: dict[str, str] = {SourceFormat.PDF: "application/pdf"}
+
+
+@require_GET
+@login_required
+def document_by_title(request: AuthenticatedHttpRequest, title: str) -> HttpResponseBase:
+    """Where a `[[Title]]` wiki link leads: the document of that title you may read (the newest), else 404."""
+    document = Document.objects.visible_to(request.user).filter(title__iexact=title.strip()).order_by("-updated_at", "id").first()
+    if document is None:
+        raise Http404("No document of that title.")
+    return redirect(document.url)
 
 
 @require_GET

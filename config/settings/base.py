@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import warnings
@@ -109,6 +110,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "permissions",
     "documents",
+    "connectors",
     "rag",
 ]
 
@@ -261,6 +263,25 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "imports": _import_storage(IMPORT_STORAGE_URL, IMPORT_STORAGE_DIR),
 }
+
+# The web and S3 connectors (connectors/kinds/web.py, s3.py). Seconds to connect, or to wait for an answer.
+CONNECTORS_TIMEOUT = _bounded_float("CONNECTORS_TIMEOUT", 20.0, 0.5, 600.0)
+# What a crawl sends as User-Agent; robots.txt rules are matched against "CairnBot".
+CONNECTORS_WEB_USER_AGENT = env("CONNECTORS_WEB_USER_AGENT", default="CairnBot/1.0 (Cairn knowledge base crawler)").strip()
+# Most pages a web source may ask for in one sync (its own max_pages is at most this).
+CONNECTORS_WEB_MAX_PAGES = _positive_int("CONNECTORS_WEB_MAX_PAGES", 10_000)
+# The longest pause between two requests a robots.txt Crawl-delay gets; a longer one is shortened to it.
+CONNECTORS_WEB_MAX_CRAWL_DELAY = _bounded_float("CONNECTORS_WEB_MAX_CRAWL_DELAY", 10.0, 0.0, 600.0)
+# Networks a web or S3 source may never reach (connectors/network.py): by default the link-local ones,
+# where clouds serve each machine's metadata and credentials.
+CONNECTORS_BLOCKED_NETWORKS = env.list(
+    "CONNECTORS_BLOCKED_NETWORKS", default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"]
+)
+for _network in CONNECTORS_BLOCKED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CONNECTORS_BLOCKED_NETWORKS: {_network!r} is not a network such as 10.0.0.0/8") from exc
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
@@ -614,3 +635,36 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Password reset at /password-reset: at most this many requests an hour from one address, and for one email address.
 PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
+
+# Connectors (the connectors app): sources kept in sync with a collection.
+# The keys sources' secrets are encrypted with (Fernet keys, comma-separated): the first encrypts, every one
+# decrypts, so a key is rotated by putting a new one first and running `manage.py rotate_source_secrets`.
+# Unset: one key derived from SECRET_KEY (connectors.secrets).
+CONNECTORS_SECRET_KEY = [key.strip() for key in env.list("CONNECTORS_SECRET_KEY", default=[]) if key.strip()]
+for _key in CONNECTORS_SECRET_KEY:
+    try:
+        from cryptography.fernet import Fernet
+
+        Fernet(_key)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(
+            "CONNECTORS_SECRET_KEY must hold Fernet keys (32 url-safe base64-encoded bytes each, comma-separated); "
+            "make one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+        ) from _exc
+# The folders on the server a folder source may read (absolute paths); empty, folder sources are refused.
+CONNECTORS_LOCAL_ROOTS = [
+    str(Path(root).expanduser().absolute()) for root in env.list("CONNECTORS_LOCAL_ROOTS", default=[]) if root
+]
+# How often beat looks for sources whose schedule is due, and for syncs a dead worker left behind (seconds).
+CONNECTORS_SCHEDULE_INTERVAL = _positive_int("CONNECTORS_SCHEDULE_INTERVAL", 60)
+# A running sync whose worker has not beaten for this long is presumed dead and run again (seconds).
+CONNECTORS_SYNC_LEASE = _positive_int("CONNECTORS_SYNC_LEASE", 60)
+if CONNECTORS_SYNC_LEASE <= 2 * TASK_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured(
+        f"CONNECTORS_SYNC_LEASE ({CONNECTORS_SYNC_LEASE}) must be more than twice TASK_HEARTBEAT_INTERVAL "
+        f"({TASK_HEARTBEAT_INTERVAL}): a live sync would look dead between two heartbeats"
+    )
+CELERY_BEAT_SCHEDULE["sync-sources"] = {
+    "task": "connectors.tasks.sync_due_sources_task",
+    "schedule": CONNECTORS_SCHEDULE_INTERVAL,
+}
