@@ -305,11 +305,11 @@ def _split_class(
             first = pending if pending is not None else child.start_point.row
             members.append((first, _last_row(child), name))
         pending = None
-    counts = counter.count([code[starts[first] : starts[min(last + 1, len(lines))]] for first, last, _ in members])
+    if not members:
         return [unit]
     owner = unit.symbols[0] if unit.symbols else ""
     groups: list[_Unit] = [_Unit(first=unit.first, last=members[0][0] - 1, symbols=list(unit.symbols), kind="symbol")]
-    counts = counter.count([code[starts[f] : starts[min(l + 1, len(lines))]] for f, l, _ in members])
+    counts = counter.count([code[starts[a] : starts[min(b + 1, len(lines))]] for a, b, _ in members])
     current: _Unit | None = None
     tokens = 0
     for (first, last, name), count in zip(members, counts, strict=True):
