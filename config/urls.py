@@ -52,6 +52,7 @@ urlpatterns = [
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),
     path("api/", include("permissions.urls")),
     path("api/", include("documents.urls")),
+    path("api/", include("connectors.urls")),
     path("api/", include("rag.urls")),
 ]
 

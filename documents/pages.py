@@ -88,6 +88,8 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
             "stale": stale,
             "cited_version": version,
             "source": source,
+            # Only a web address is a link: a path on a server or "path@commit" is shown as text.
+            "origin_is_link": document.origin.startswith(("https://", "http://")),
             "cited": _cited_place(document, source, highlight) if highlight else None,
             "index_state": index_state(document),
             "can_write": can_write,

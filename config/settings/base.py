@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "permissions",
     "documents",
+    "connectors",
     "rag",
 ]
 
@@ -625,3 +626,36 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Password reset at /password-reset: at most this many requests an hour from one address, and for one email address.
 PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
+
+# Connectors (the connectors app): sources kept in sync with a collection.
+# The keys sources' secrets are encrypted with (Fernet keys, comma-separated): the first encrypts, every one
+# decrypts, so a key is rotated by putting a new one first and running `manage.py rotate_source_secrets`.
+# Unset: one key derived from SECRET_KEY (connectors.secrets).
+CONNECTORS_SECRET_KEY = [key.strip() for key in env.list("CONNECTORS_SECRET_KEY", default=[]) if key.strip()]
+for _key in CONNECTORS_SECRET_KEY:
+    try:
+        from cryptography.fernet import Fernet
+
+        Fernet(_key)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(
+            "CONNECTORS_SECRET_KEY must hold Fernet keys (32 url-safe base64-encoded bytes each, comma-separated); "
+            "make one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+        ) from _exc
+# The folders on the server a folder source may read (absolute paths); empty, folder sources are refused.
+CONNECTORS_LOCAL_ROOTS = [
+    str(Path(root).expanduser().absolute()) for root in env.list("CONNECTORS_LOCAL_ROOTS", default=[]) if root
+]
+# How often beat looks for sources whose schedule is due, and for syncs a dead worker left behind (seconds).
+CONNECTORS_SCHEDULE_INTERVAL = _positive_int("CONNECTORS_SCHEDULE_INTERVAL", 60)
+# A running sync whose worker has not beaten for this long is presumed dead and run again (seconds).
+CONNECTORS_SYNC_LEASE = _positive_int("CONNECTORS_SYNC_LEASE", 60)
+if CONNECTORS_SYNC_LEASE <= 2 * TASK_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured(
+        f"CONNECTORS_SYNC_LEASE ({CONNECTORS_SYNC_LEASE}) must be more than twice TASK_HEARTBEAT_INTERVAL "
+        f"({TASK_HEARTBEAT_INTERVAL}): a live sync would look dead between two heartbeats"
+    )
+CELERY_BEAT_SCHEDULE["sync-sources"] = {
+    "task": "connectors.tasks.sync_due_sources_task",
+    "schedule": CONNECTORS_SCHEDULE_INTERVAL,
+}

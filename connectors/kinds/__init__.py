@@ -1,1 +1,22 @@
-"""One module per kind of source; each yields `connectors.base.SourceItem`s and nothing else."""
+"""One module per kind of source; each yields `connectors.base.SourceItem`s and nothing else.
+
+A kind is registered by one line in `KINDS` below: its `kind` name -> its class (a `connectors.base.Connector`).
+`describe` tells the Sources page and the API which configuration fields and secrets a kind takes.
+"""
+
+from __future__ import annotations
+
+from connectors.base import Connector, SourceError
+from connectors.kinds.exports import ArchiveExport, FolderExport
+
+KINDS: dict[str, type[Connector]] = {
+    FolderExport.kind: FolderExport,
+    ArchiveExport.kind: ArchiveExport,
+}
+
+
+def connector_class(kind: str) -> type[Connector]:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise SourceError(f"Unknown kind of source {kind!r}; the kinds are {', '.join(sorted(KINDS))}.") from None

@@ -61,6 +61,8 @@ class Passage:
     # The matched chunk's own span; `start`/`end`/`text` are wider when neighbouring context was added.
     chunk_start: int = -1
     chunk_end: int = -1
+    # Where the document's original lives, for a document a source keeps in sync (a URL, path@commit); else "".
+    origin: str = ""
 
     def __post_init__(self) -> None:
         if self.chunk_start < 0:
@@ -84,7 +86,7 @@ class Passage:
             location = f"{where}:{first}-{last}"
         return {
             "n": self.n,
-            "document": {"id": str(self.document_id), "title": self.title, "url": self.url},
+            "document": {"id": str(self.document_id), "title": self.title, "url": self.url, "origin": self.origin},
             "version": self.version,
             "chunkIndex": self.chunk_index,
             "start": self.start,
@@ -244,6 +246,7 @@ def retrieve(
                 similarity=similarity[hit.chunk_id],
                 text=hit.text,
                 updated_at=document.updated_at,
+                origin=document.origin,
             )
         )
     latency["evidenceMs"] = ms_since(lap)

@@ -31,6 +31,9 @@ class CitationDocumentOutput(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField()
     url = serializers.CharField()
+    origin = serializers.CharField(
+        allow_blank=True, default="", help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit); else empty."
+    )
 
 
 class SpanOutput(serializers.Serializer):

@@ -1,0 +1,67 @@
+"""A folder of plain files kept in sync: created, updated, archived, restored; an unchanged re-sync embeds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from connectors.models import SyncedSource
+from connectors.services import source_create
+from documents.models import Document
+from tests.conftest import Cast
+from tests.connectors.conftest import SyncAndIndex, embedded_texts, write
+
+
+def counts(sync) -> tuple[int, int, int, int, int, int]:
+    return (sync.seen, sync.created, sync.changed, sync.unchanged, sync.deleted, sync.failed)
+
+
+def folder_source(cast: Cast, root: Path, flavour: str = "files") -> SyncedSource:
+    return source_create(
+        by=cast.alice,
+        name="Wiki",
+        kind="folder",
+        config={"path": str(root), "flavour": flavour},
+        collection=cast.handbook,
+        sync=False,
+    )
+
+
+def test_a_folder_source_creates_updates_archives_and_restores_its_documents(
+    cast: Cast, root: Path, sync_and_index: SyncAndIndex
+) -> None:
+    write(
+        root,
+        {
+            "guide.md": "# Guide\n\nHow to deploy.\n",
+            "notes/faq.txt": "Questions and answers.\n",
+            "old.md": "# Old\n\nGone soon.\n",
+        },
+    )
+    source = folder_source(cast, root)
+
+    first = sync_and_index(source)
+    assert counts(first) == (3, 3, 0, 0, 0, 0)
+    documents = {d.title: d for d in Document.objects.filter(collection=cast.handbook)}
+    assert set(documents) == {"Guide", "faq", "Old"}
+    assert documents["Guide"].origin == str(root / "guide.md")
+
+    embedded = len(embedded_texts())
+    again = sync_and_index(source)
+    assert counts(again) == (3, 0, 0, 3, 0, 0)
+    assert len(embedded_texts()) == embedded, "an unchanged re-sync embeds nothing"
+
+    write(root, {"guide.md": "# Guide\n\nHow to deploy, and roll back.\n", "new.md": "# New\n\nFresh.\n"})
+    (root / "old.md").unlink()
+    (root / "notes/faq.txt").rename(root / "notes/questions.txt")
+    changed = sync_and_index(source)
+    assert counts(changed) == (3, 2, 1, 0, 2, 0)
+    guide = Document.objects.get(pk=documents["Guide"].pk)
+    assert (guide.version, "roll back" in guide.text) == (2, True)
+    assert Document.objects.get(pk=documents["Old"].pk).archived_at is not None
+    assert Document.objects.get(pk=documents["faq"].pk).archived_at is not None
+    assert Document.objects.filter(collection=cast.handbook, archived_at__isnull=True).count() == 3
+
+    write(root, {"old.md": "# Old\n\nGone soon.\n"})
+    back = sync_and_index(source)
+    assert counts(back) == (4, 0, 1, 3, 0, 0)
+    assert Document.objects.get(pk=documents["Old"].pk).archived_at is None
