@@ -63,7 +63,8 @@ class DocumentOutput(serializers.Serializer):
     publishedAt = serializers.DateTimeField(source="published_at", allow_null=True)
     archivedAt = serializers.DateTimeField(source="archived_at", allow_null=True)
     origin = serializers.CharField(
-        allow_blank=True, help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit, a bucket key); else empty."
+        allow_blank=True,
+        help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit, a bucket key); else empty.",
     )
 
 

@@ -266,8 +266,6 @@ CONNECTORS_GIT_CACHE_DIR = str(
 CONNECTORS_GIT_MAX_FILES = _positive_int("CONNECTORS_GIT_MAX_FILES", 20_000)
 # Seconds one git fetch may take before the sync gives up on it (and retries later).
 CONNECTORS_GIT_TIMEOUT = _positive_int("CONNECTORS_GIT_TIMEOUT", 600)
-# Whether a Git source may read a repository on the server's own disk (a path or file:// address).
-CONNECTORS_GIT_ALLOW_LOCAL = _bool("CONNECTORS_GIT_ALLOW_LOCAL", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from connectors.base import Connector, SourceError
 from connectors.kinds.exports import ArchiveExport, FolderExport
+from connectors.kinds.git import GitConnector
 
 KINDS: dict[str, type[Connector]] = {
     FolderExport.kind: FolderExport,
     ArchiveExport.kind: ArchiveExport,
+    GitConnector.kind: GitConnector,
 }
 
 

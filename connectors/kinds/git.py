@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
-from connectors.base import ItemError, PreviousItem, SourceError, SourceItem
+from connectors.base import ConfigField, ItemError, PreviousItem, SourceError, SourceItem
 from documents.ingestion.detect import decode_text
 from documents.ingestion.errors import FileRejected
 
@@ -49,6 +49,25 @@ class GitConnector:
     """A branch of a repository, its files filtered by path globs."""
 
     kind: ClassVar[str] = "git"
+    label: ClassVar[str] = "Git repository"
+    fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            "url",
+            "Repository address",
+            required=True,
+            help="https://host/team/repo.git, ssh://git@host/team/repo.git, git@host:team/repo.git or git://host/repo.git.",
+        ),
+        ConfigField("branch", "Branch", help="Empty: the repository's default branch."),
+        ConfigField(
+            "include", "Include", type="lines", help="Path globs to take, one a line (docs/**, *.md); empty: every file."
+        ),
+        ConfigField("exclude", "Exclude", type="lines", help="Path globs to leave out, one a line (vendor/**, *.min.js)."),
+        ConfigField("username", "User name", help="Sent with the token; most hosts accept any. Default: x-access-token."),
+    )
+    secret_fields: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField("token", "Access token", help="For an https:// address: a token that may read the repository."),
+        ConfigField("ssh_key", "SSH private key", help="For an ssh:// or user@host: address: the whole private key file."),
+    )
 
     url: str
     branch: str = ""  # empty: the repository's default branch (its HEAD)
@@ -192,7 +211,7 @@ class _Git:
         self._stack.close()
 
     def _fetch_env(self) -> dict[str, str]:
-        env = _base_env(allow_local=settings.CONNECTORS_GIT_ALLOW_LOCAL)
+        env = _base_env(allow_local=_is_local(self.connector.url))
         config: list[tuple[str, str]] = [("credential.helper", "")]
         if self.connector.token:
             pair = f"{self.connector.username}:{self.connector.token}".encode()
@@ -363,10 +382,26 @@ def _check_url(value: object) -> str:
     if _SCP_LIKE.fullmatch(url):
         return url
     if parts.scheme == "file" or (not parts.scheme and url.startswith("/")):
-        if not settings.CONNECTORS_GIT_ALLOW_LOCAL:
-            raise SourceError("url: repositories on the server's own disk are not allowed here (CONNECTORS_GIT_ALLOW_LOCAL).")
+        _check_local(Path(parts.path if parts.scheme == "file" else url))
         return url
     raise SourceError("url: use an https://, http://, ssh://, git:// or user@host:path address.")
+
+
+def _check_local(path: Path) -> None:
+    """A repository on the server's own disk: only inside CONNECTORS_LOCAL_ROOTS, as a folder source."""
+    roots = [Path(r).resolve() for r in settings.CONNECTORS_LOCAL_ROOTS]
+    if not roots:
+        raise SourceError(
+            "url: repositories on the server's own disk are turned off here; an operator lists the folders "
+            "sources may read in CONNECTORS_LOCAL_ROOTS."
+        )
+    resolved = path.resolve()
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        raise SourceError(f"url: {path} is outside the folders this server may read.")
+
+
+def _is_local(url: str) -> bool:
+    return url.startswith(("/", "file://"))
 
 
 def _valid_branch(name: str) -> bool:

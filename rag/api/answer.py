@@ -32,7 +32,9 @@ class CitationDocumentOutput(serializers.Serializer):
     title = serializers.CharField()
     url = serializers.CharField()
     origin = serializers.CharField(
-        allow_blank=True, default="", help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit); else empty."
+        allow_blank=True,
+        default="",
+        help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit); else empty.",
     )
 
 

@@ -44,7 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GitRepo, 
 @pytest.fixture(autouse=True)
 def git_settings(settings: Settings, tmp_path: Path) -> None:
     settings.CONNECTORS_GIT_CACHE_DIR = str(tmp_path / "git-cache")
-    settings.CONNECTORS_GIT_ALLOW_LOCAL = False
+    settings.CONNECTORS_LOCAL_ROOTS = []
 
 
 def listing(connector: GitConnector) -> dict[str, SourceItem]:
@@ -176,7 +176,7 @@ def test_an_address_that_is_no_repository_says_so(served: tuple) -> None:
         ({"url": "https://user:pw@example.com/r.git"}, {}, "url: put no credentials in the address"),
         ({"url": "ext::sh%c%touch%/tmp/pwned"}, {}, "url: use an https://"),
         ({"url": "--upload-pack=touch /tmp/x"}, {}, "url: not a repository address"),
-        ({"url": "/srv/repos/project.git"}, {}, "not allowed here (CONNECTORS_GIT_ALLOW_LOCAL)"),
+        ({"url": "/srv/repos/project.git"}, {}, "turned off here; an operator lists the folders sources may read"),
         ({"url": "https://example.com/r.git", "branch": "bad..name"}, {}, "branch: not a valid Git branch name"),
         ({"url": "https://example.com/r.git", "include": "*.md", "depth": 1}, {}, "Unknown Git setting: depth"),
         ({"url": "https://example.com/r.git", "include": [3]}, {}, "include: a list of path globs"),
@@ -189,10 +189,14 @@ def test_a_bad_configuration_is_refused_naming_the_field(config: dict, secrets: 
         GitConnector.from_config(config, secrets)
 
 
-def test_a_local_path_works_when_allowed(served: tuple, settings: Settings) -> None:
+def test_a_local_path_works_inside_the_allowed_folders_only(served: tuple, settings: Settings) -> None:
     repo, _, _ = served
-    settings.CONNECTORS_GIT_ALLOW_LOCAL = True
+    settings.CONNECTORS_LOCAL_ROOTS = [str(repo.root)]
     assert "README.md" in listing(connector(str(repo.bare)))
+    assert "README.md" in listing(connector(f"file://{repo.bare}"))
+    settings.CONNECTORS_LOCAL_ROOTS = [str(repo.work)]
+    with pytest.raises(SourceError, match="is outside the folders this server may read"):
+        connector(str(repo.bare))
 
 
 def test_more_files_than_the_limit_is_refused_clearly(served: tuple, settings: Settings) -> None:

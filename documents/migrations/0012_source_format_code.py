@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0010_document_versions"),
+        ("documents", "0011_document_origin"),
     ]
 
     operations = [
