@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 
 from connectors.models import SourceSync, SyncedSource
 from connectors.services import source_create
@@ -43,7 +45,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GitRepo, 
 
 
 @pytest.fixture(autouse=True)
-def git_cache(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def git_cache(settings: Settings, tmp_path: Path) -> None:
     settings.CONNECTORS_GIT_CACHE_DIR = str(tmp_path / "git-cache")
 
 
