@@ -96,8 +96,7 @@ def main() -> None:
         print(f"Git source of {args.files} files over git:// on loopback")
         print(f"  first sync (fetch, parse, write, index with the fake provider): {first_seconds:.2f} s")
         print(
-            f"  no-op re-sync, in process: best {seconds[0]:.2f} s, median {seconds[len(seconds) // 2]:.2f} s"
-            "   (target < 10 s)"
+            f"  no-op re-sync, in process: best {seconds[0]:.2f} s, median {seconds[len(seconds) // 2]:.2f} s   (target < 10 s)"
         )
     finally:
         daemon.stop()
