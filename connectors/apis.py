@@ -42,7 +42,7 @@ class SyncOutput(serializers.Serializer):
     unchanged = serializers.IntegerField(help_text="Items skipped: same version as last time (no fetch, no parse, no embedding).")
     deleted = serializers.IntegerField(help_text="Documents archived because their item is gone from the source.")
     failed = serializers.IntegerField()
-    errors = SyncErrorOutput(many=True, help_text="Why each failed item failed (the first 200).")
+    errors = SyncErrorOutput(many=True, help_text="Why each failed item failed (the first 200).")  # type: ignore[assignment]  # the JSON field is named errors
     error = serializers.CharField(allow_blank=True, help_text="Why the sync as a whole failed; nothing was archived.")
     cursor = serializers.CharField(allow_blank=True, help_text="Where the source stood (a commit, a crawl time).")
     createdAt = serializers.DateTimeField(source="created_at")
@@ -95,9 +95,10 @@ class SourceOutput(serializers.Serializer):
 
 
 class KindFieldOutput(serializers.Serializer):
+    # The JSON fields are named as a form's are; the stubs type Field's own label and required.
     name = serializers.CharField()
-    label = serializers.CharField()
-    required = serializers.BooleanField()
+    label = serializers.CharField()  # type: ignore[assignment]
+    required = serializers.BooleanField()  # type: ignore[assignment]
     help = serializers.CharField(allow_blank=True)
     choices = serializers.ListField(child=serializers.CharField())
     default = serializers.JSONField(allow_null=True)
@@ -106,8 +107,8 @@ class KindFieldOutput(serializers.Serializer):
 
 class KindOutput(serializers.Serializer):
     kind = serializers.CharField()
-    label = serializers.CharField()
-    fields = KindFieldOutput(many=True)
+    label = serializers.CharField()  # type: ignore[assignment]  # the JSON field is named label
+    fields = KindFieldOutput(many=True)  # type: ignore[assignment]  # the JSON field is named fields
     secretFields = KindFieldOutput(many=True, source="secret_fields")
 
 

@@ -49,4 +49,9 @@ def decrypt_secrets(token: str) -> dict[str, str]:
 
 def rotate_secrets(token: str) -> str:
     """The same secrets under the first configured key."""
-    return _keys().rotate(token.encode()).decode() if token else ""
+    if not token:
+        return ""
+    try:
+        return _keys().rotate(token.encode()).decode()
+    except InvalidToken as exc:
+        raise SecretsUnreadable("The secrets match no configured key.") from exc

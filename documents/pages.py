@@ -314,6 +314,16 @@ _INLINE_TYPES: dict[str, str] = {SourceFormat.PDF: "application/pdf"}
 
 @require_GET
 @login_required
+def document_by_title(request: AuthenticatedHttpRequest, title: str) -> HttpResponseBase:
+    """Where a `[[Title]]` wiki link leads: the document of that title you may read (the newest), else 404."""
+    document = Document.objects.visible_to(request.user).filter(title__iexact=title.strip()).order_by("-updated_at", "id").first()
+    if document is None:
+        raise Http404("No document of that title.")
+    return redirect(document.url)
+
+
+@require_GET
+@login_required
 def document_original(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> HttpResponseBase:
     """The file a document was imported from (`?v=` picks the version), for whoever may read the document."""
     try:
