@@ -41,9 +41,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GitRepo, 
     http.stop()
 
 
+@pytest.fixture(scope="module")
+def git_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mirror cache for the module, as a worker keeps one: later tests fetch only what is new."""
+    return tmp_path_factory.mktemp("git-cache")
+
+
 @pytest.fixture(autouse=True)
-def git_settings(settings: Settings, tmp_path: Path) -> None:
-    settings.CONNECTORS_GIT_CACHE_DIR = str(tmp_path / "git-cache")
+def git_settings(settings: Settings, git_cache: Path) -> None:
+    settings.CONNECTORS_GIT_CACHE_DIR = str(git_cache)
     settings.CONNECTORS_LOCAL_ROOTS = []
 
 
