@@ -198,13 +198,18 @@ class _Git:
         self._env: dict[str, str] = {}
 
     def __enter__(self) -> _Git:
-        self.mirror.parent.mkdir(parents=True, exist_ok=True)
-        # One sync at a time per mirror: two fetches into one repository would trip over git's lock files.
-        lock = self._stack.enter_context(open(f"{self.mirror}.lock", "w"))
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (self.mirror / "HEAD").exists():
-            _check(_run(["git", "init", "--quiet", "--bare", str(self.mirror)], cwd=self.mirror.parent, env=_base_env()), self)
-        self._env = self._fetch_env()
+        try:
+            self.mirror.parent.mkdir(parents=True, exist_ok=True)
+            # One sync at a time per mirror: two fetches into one repository would trip over git's lock files.
+            lock = self._stack.enter_context(open(f"{self.mirror}.lock", "w"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (self.mirror / "HEAD").exists():
+                init = ["git", "init", "--quiet", "--bare", str(self.mirror)]
+                _check(_run(init, cwd=self.mirror.parent, env=_base_env()), self)
+            self._env = self._fetch_env()
+        except BaseException:
+            self._stack.close()  # the lock and the key file: __exit__ is not called when __enter__ fails
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -73,3 +73,10 @@ def test_a_code_file_in_a_zip_becomes_a_code_document(cast: Cast, upload: Upload
     upload(cast.alice, cast.handbook, {"code.zip": make_zip({"src/main.go": b"package main\n\nfunc main() {}\n"})})
     document = Document.objects.get()
     assert (document.title, document.text) == ("main.go", "```go\npackage main\n\nfunc main() {}\n```\n")
+
+
+def test_a_files_symbols_are_graph_entities_only_for_those_who_may_read_it(cast: Cast, upload: Upload, api_for: ApiFor) -> None:
+    upload(cast.alice, cast.private, {"invoice.py": INVOICE.encode()})
+    entities = api_for(cast.alice).post("graph.entities", {"query": "invoice_total"}).json()["data"]
+    assert [(e["name"], e["kind"]) for e in entities] == [("invoice_total", "symbol")]
+    assert api_for(cast.bob).post("graph.entities", {"query": "invoice_total"}).json()["data"] == []
