@@ -65,7 +65,7 @@ class SyncOutput(serializers.Serializer):
     )
 
 
-class SourceOutput(serializers.Serializer):
+class SyncedSourceOutput(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     kind = serializers.CharField()
@@ -94,7 +94,7 @@ class SourceOutput(serializers.Serializer):
         return source.archive.rsplit("/", 1)[-1] if source.archive else None
 
 
-class KindFieldOutput(serializers.Serializer):
+class SourceKindFieldOutput(serializers.Serializer):
     # The JSON fields are named as a form's are; the stubs type Field's own label and required.
     name = serializers.CharField()
     label = serializers.CharField()  # type: ignore[assignment]
@@ -105,11 +105,11 @@ class KindFieldOutput(serializers.Serializer):
     type = serializers.CharField()
 
 
-class KindOutput(serializers.Serializer):
+class SourceKindOutput(serializers.Serializer):
     kind = serializers.CharField()
     label = serializers.CharField()  # type: ignore[assignment]  # the JSON field is named label
-    fields = KindFieldOutput(many=True)  # type: ignore[assignment]  # the JSON field is named fields
-    secretFields = KindFieldOutput(many=True, source="secret_fields")
+    fields = SourceKindFieldOutput(many=True)  # type: ignore[assignment]  # the JSON field is named fields
+    secretFields = SourceKindFieldOutput(many=True, source="secret_fields")
 
 
 def kinds() -> list[dict[str, Any]]:
@@ -144,10 +144,10 @@ class SourceKindsApi(RpcApi):
     write_scope = False
     error_statuses = (400, 401, 403, 429)
 
-    @extend_schema(responses=envelope(KindOutput, many=True))
+    @extend_schema(responses=envelope(SourceKindOutput, many=True))
     def post(self, request: AuthenticatedRequest) -> Response:
         self.validated(request)
-        return respond(KindOutput, kinds(), many=True)
+        return respond(SourceKindOutput, kinds(), many=True)
 
 
 class SourceListApi(RpcApi):
@@ -157,7 +157,7 @@ class SourceListApi(RpcApi):
     Input = PaginationInput
     error_statuses = (400, 401, 403, 429)
 
-    @extend_schema(responses=paginated_envelope(SourceOutput))
+    @extend_schema(responses=paginated_envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         page = list(selectors.source_list(user=request.user)[data["offset"] : data["offset"] + data["limit"]])
@@ -171,7 +171,7 @@ class SourceListApi(RpcApi):
                 "total": selectors.source_list(user=request.user).count(),
             },
         }
-        return Response(paginated_envelope(SourceOutput)(body).data)
+        return Response(paginated_envelope(SyncedSourceOutput)(body).data)
 
 
 class SourceInfoApi(RpcApi):
@@ -180,10 +180,10 @@ class SourceInfoApi(RpcApi):
     write_scope = False
     Input = IdInput
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
-        return respond(SourceOutput, _shown(selectors.source_get(user=request.user, source_id=data["id"])))
+        return respond(SyncedSourceOutput, _shown(selectors.source_get(user=request.user, source_id=data["id"])))
 
 
 class SourceSyncsApi(RpcApi):
@@ -218,7 +218,7 @@ class SourceCreateApi(RpcApi):
         intervalMinutes = serializers.IntegerField(min_value=0, max_value=services.MAX_INTERVAL_MINUTES, default=60)
         publish = serializers.BooleanField(default=True)
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         collection = collection_get_to_change(user=request.user, collection_id=data["collectionId"])
@@ -232,7 +232,7 @@ class SourceCreateApi(RpcApi):
             interval_minutes=data["intervalMinutes"],
             publish=data["publish"],
         )
-        return respond(SourceOutput, _shown(source))
+        return respond(SyncedSourceOutput, _shown(source))
 
 
 class SourceUpdateApi(RpcApi):
@@ -248,7 +248,7 @@ class SourceUpdateApi(RpcApi):
         intervalMinutes = serializers.IntegerField(min_value=0, max_value=services.MAX_INTERVAL_MINUTES, required=False)
         publish = serializers.BooleanField(required=False)
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         source = _changeable(request.user, data["id"])
@@ -265,7 +265,7 @@ class SourceUpdateApi(RpcApi):
             interval_minutes=data.get("intervalMinutes"),
             publish=data.get("publish"),
         )
-        return respond(SourceOutput, _shown(source))
+        return respond(SyncedSourceOutput, _shown(source))
 
 
 class SourceDeleteApi(RpcApi):
@@ -274,11 +274,11 @@ class SourceDeleteApi(RpcApi):
     write_scope = True
     Input = IdInput
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
         source = _shown(_changeable(request.user, data["id"]))
-        body = envelope(SourceOutput)({"data": source}).data
+        body = envelope(SyncedSourceOutput)({"data": source}).data
         services.source_delete(source=source)
         return Response(body)
 
@@ -302,10 +302,10 @@ class SourcePauseApi(RpcApi):
     write_scope = True
     Input = IdInput
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
-        return respond(SourceOutput, _shown(services.source_pause(source=_changeable(request.user, data["id"]))))
+        return respond(SyncedSourceOutput, _shown(services.source_pause(source=_changeable(request.user, data["id"]))))
 
 
 class SourceResumeApi(RpcApi):
@@ -314,10 +314,10 @@ class SourceResumeApi(RpcApi):
     write_scope = True
     Input = IdInput
 
-    @extend_schema(responses=envelope(SourceOutput))
+    @extend_schema(responses=envelope(SyncedSourceOutput))
     def post(self, request: AuthenticatedRequest) -> Response:
         data = self.validated(request)
-        return respond(SourceOutput, _shown(services.source_resume(source=_changeable(request.user, data["id"]))))
+        return respond(SyncedSourceOutput, _shown(services.source_resume(source=_changeable(request.user, data["id"]))))
 
 
 class SourceUploadApi(RpcApi):

@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from config.csp import with_csp
-from connectors.apis import KindOutput, kinds
+from connectors.apis import SourceKindOutput, kinds
 from documents.selectors import writable_collections
 from permissions.http import AuthenticatedHttpRequest
 from permissions.policy import can_write
@@ -26,7 +26,7 @@ def sources_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         request,
         "connectors/sources.html",
         {
-            "kinds": KindOutput(kinds(), many=True).data,
+            "kinds": SourceKindOutput(kinds(), many=True).data,
             "collections": [{"id": str(c.pk), "name": c.name} for c in writable_collections(user=request.user)],
             "read_only": not can_write(request.user),
         },

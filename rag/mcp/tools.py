@@ -28,7 +28,7 @@ from config.rpc import (
     page_body,
     paginated_envelope,
 )
-from connectors.apis import SourceOutput, SyncOutput
+from connectors.apis import SyncedSourceOutput, SyncOutput
 from connectors.selectors import source_get, source_list, source_with_progress
 from connectors.services import source_sync_request
 from documents.apis import CollectionOutput, DocumentInfoOutput
@@ -176,7 +176,7 @@ def _list_sources(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
         "data": [source_with_progress(source) for source in sources],
         "pagination": {"limit": data["limit"], "offset": data["offset"], "total": source_list(user=caller.user).count()},
     }
-    return cast(dict[str, Any], paginated_envelope(SourceOutput)(body).data)
+    return cast(dict[str, Any], paginated_envelope(SyncedSourceOutput)(body).data)
 
 
 def _sync_source(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
