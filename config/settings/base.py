@@ -258,6 +258,15 @@ IMPORT_MAX_HTML_ELEMENTS = _positive_int("IMPORT_MAX_HTML_ELEMENTS", 200_000)
 # mounts one volume in both), or an S3 bucket, IMPORT_STORAGE_URL=s3://bucket/prefix.
 IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())
 IMPORT_STORAGE_URL = env("IMPORT_STORAGE_URL", default="").strip()
+
+# Git sources (connectors.kinds.git): a bare mirror of each repository is kept here between syncs.
+CONNECTORS_GIT_CACHE_DIR = str(
+    Path(env("CONNECTORS_GIT_CACHE_DIR", default=str(BASE_DIR / "var" / "git"))).expanduser().absolute()
+)
+# A branch with more files matching a source's globs than this is refused (narrow the globs).
+CONNECTORS_GIT_MAX_FILES = _positive_int("CONNECTORS_GIT_MAX_FILES", 20_000)
+# Seconds one git fetch may take before the sync gives up on it (and retries later).
+CONNECTORS_GIT_TIMEOUT = _positive_int("CONNECTORS_GIT_TIMEOUT", 600)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

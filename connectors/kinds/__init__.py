@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from connectors.base import Connector, SourceError
 from connectors.kinds.exports import ArchiveExport, FolderExport
+from connectors.kinds.git import GitConnector
 from connectors.kinds.s3 import S3Connector
 from connectors.kinds.web import WebConnector
 
@@ -16,6 +17,7 @@ KINDS: dict[str, type[Connector]] = {
     ArchiveExport.kind: ArchiveExport,
     WebConnector.kind: WebConnector,
     S3Connector.kind: S3Connector,
+    GitConnector.kind: GitConnector,
 }
 
 
