@@ -87,7 +87,9 @@ def free_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m config.milvus_lite", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m config.milvus_lite", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     parser.add_argument("--data-dir", required=True, help="Milvus Lite's data directory (created if missing)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=19530)

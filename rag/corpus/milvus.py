@@ -173,9 +173,7 @@ def stored_rows(name: str, *, batch: int = 5000) -> Iterator[StoredRow]:
     try:
         while page := iterator.next():
             for row in page:
-                yield StoredRow(
-                    int(row["chunk_id"]), row["team"], row["collection"], row["document"], int(row["version"])
-                )
+                yield StoredRow(int(row["chunk_id"]), row["team"], row["collection"], row["document"], int(row["version"]))
     finally:
         iterator.close()
 

@@ -164,10 +164,10 @@ def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False)
 class MilvusDrift:
     """How Milvus's copy of the vectors differs from PostgreSQL's chunks (RAG_VECTOR_BACKEND=milvus).
 
-    missing: chunks with no vector in Milvus; stale: vectors whose scalar fields (team, collection, document,
-    version) differ from the chunk's; orphaned: vectors of chunks that no longer exist (or of a model Milvus keeps
-    them under by mistake); collections: Milvus collections of ours no model's chunks need, such as an old model's
-after a model switch (dropped, vectors and all, by the repair).
+        missing: chunks with no vector in Milvus; stale: vectors whose scalar fields (team, collection, document,
+        version) differ from the chunk's; orphaned: vectors of chunks that no longer exist (or of a model Milvus keeps
+        them under by mistake); collections: Milvus collections of ours no model's chunks need, such as an old model's
+    after a model switch (dropped, vectors and all, by the repair).
     """
 
     missing: list[int] = field(default_factory=list)

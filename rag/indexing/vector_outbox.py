@@ -83,9 +83,7 @@ def outbox_enqueue(chunk_ids: list[int]) -> None:
     if not chunk_ids:
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO rag_vector_outbox (chunk_id, created_at) SELECT unnest(%s::bigint[]), now()", [chunk_ids]
-        )
+        cursor.execute("INSERT INTO rag_vector_outbox (chunk_id, created_at) SELECT unnest(%s::bigint[]), now()", [chunk_ids])
 
 
 def outbox_backlog() -> int:

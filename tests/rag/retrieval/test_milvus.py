@@ -104,7 +104,9 @@ def test_the_random_matrix_through_milvus_never_leaks_and_its_pages_are_pgvector
     query_vector = embed_query(QUERY)
     readers = users[:10]
     allowed = {
-        user.pk: {d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)}
+        user.pk: {
+            d.pk for d in docs if oracle_sees(user, d, collections, group_members, coll_users, coll_groups, doc_users, False)
+        }
         for user in readers
     }
     exact = {user.pk: _ranking(user, query_vector, path="exact") for user in readers}
@@ -143,10 +145,10 @@ def test_the_random_matrix_through_milvus_never_leaks_and_its_pages_are_pgvector
 
 def test_a_search_sends_the_scope_to_milvus_as_a_filter_expression(cast: Cast, monkeypatch: pytest.MonkeyPatch) -> None:
     scope = search_scope(user=cast.bob)
-    doc = DocumentFactory(collection=cast.handbook, text="Owls hunt mice at night.")
+    doc = DocumentFactory.create(collection=cast.handbook, text="Owls hunt mice at night.")
     assert visibility.milvus_expression(scope) == f'team == "{cast.bob.team_id}" and document in ["{doc.pk}"]'
     monkeypatch.setattr(visibility, "MILVUS_DOCUMENT_LIST_MAX", 0)
-    hidden = DocumentFactory(collection=cast.handbook, text="A draft.", published_at=None)
+    hidden = DocumentFactory.create(collection=cast.handbook, text="A draft.", published_at=None)
     assert visibility.milvus_expression(scope) == (
         f'team == "{cast.bob.team_id}" and (collection in ["{cast.handbook.pk}"]) and not (document in ["{hidden.pk}"])'
     )
@@ -154,7 +156,7 @@ def test_a_search_sends_the_scope_to_milvus_as_a_filter_expression(cast: Cast, m
 
 
 def test_the_outbox_and_reconciliation_repair_a_broken_milvus(cast: Cast, milvus_backend: None) -> None:
-    docs = [DocumentFactory(collection=cast.handbook, text=f"{topic}. {topic}.") for topic in TOPICS]
+    docs = [DocumentFactory.create(collection=cast.handbook, text=f"{topic}. {topic}.") for topic in TOPICS]
     index_documents(document_ids=[d.pk for d in docs])
     assert outbox_backlog() > 0, "the chunks' transaction wrote the outbox"
     outbox_drain()
@@ -165,12 +167,21 @@ def test_the_outbox_and_reconciliation_repair_a_broken_milvus(cast: Cast, milvus
     # Break Milvus behind the outbox's back: two vectors lost, one orphan, one row with a wrong collection.
     name = milvus.collection_name("fake-embedding", 384)
     milvus.client().delete(name, ids=chunk_ids[:2])
-    orphan = milvus.VectorRow(chunk_ids[-1] + 10_000, str(cast.alice.team_id), str(cast.handbook.pk), str(docs[0].pk), 1, "fake-embedding", [0.1] * 384)
-    wrong = milvus.VectorRow(chunk_ids[2], str(cast.alice.team_id), str(cast.private.pk), str(docs[2].pk), 1, "fake-embedding", [0.1] * 384)
+    orphan = milvus.VectorRow(
+        chunk_ids[-1] + 10_000, str(cast.alice.team_id), str(cast.handbook.pk), str(docs[0].pk), 1, "fake-embedding", [0.1] * 384
+    )
+    wrong = milvus.VectorRow(
+        chunk_ids[2], str(cast.alice.team_id), str(cast.private.pk), str(docs[2].pk), 1, "fake-embedding", [0.1] * 384
+    )
     milvus.upsert(model_id="fake-embedding", dimension=384, rows=[orphan, wrong])
     unused = milvus.ensure_collection("retired-model", 8)
     drift = milvus_drift()
-    assert (sorted(drift.missing), drift.stale, drift.orphaned, drift.collections) == (chunk_ids[:2], [chunk_ids[2]], [orphan.chunk_id], [unused])
+    assert (sorted(drift.missing), drift.stale, drift.orphaned, drift.collections) == (
+        chunk_ids[:2],
+        [chunk_ids[2]],
+        [orphan.chunk_id],
+        [unused],
+    )
     assert milvus_repair(drift) == 4
     outbox_drain()
     assert milvus_drift().counts() == {"missing": 0, "stale": 0, "orphaned": 0, "collections": 0}
@@ -185,14 +196,18 @@ def test_moves_deletes_and_permission_changes_reach_what_milvus_returns(
     cast: Cast, milvus_backend: None, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
 ) -> None:
     monkeypatch.setattr(visibility, "MILVUS_DOCUMENT_LIST_MAX", 0)  # the scope by collections: the stored field matters
-    secret = DocumentFactory(collection=cast.private, created_by=cast.alice, title="Secret", text="Owls hunt mice in the barn.")
-    public = DocumentFactory(collection=cast.handbook, created_by=cast.alice, title="Public", text="Volcanoes erupt molten lava.")
+    secret = DocumentFactory.create(
+        collection=cast.private, created_by=cast.alice, title="Secret", text="Owls hunt mice in the barn."
+    )
+    public = DocumentFactory.create(
+        collection=cast.handbook, created_by=cast.alice, title="Public", text="Volcanoes erupt molten lava."
+    )
     index_documents(document_ids=[secret.pk, public.pk])
     outbox_drain()
     owls = embed_query("owls hunt mice")
     scans = _counting(monkeypatch, vector, "_scan")
 
-    def bob_finds() -> set[uuid.UUID]:
+    def bob_finds() -> set[uuid.UUID | None]:
         return {h.document_id for h in _ranking(cast.bob, owls, path=None)}
 
     assert bob_finds() == {public.pk}
@@ -231,7 +246,7 @@ def outbox_rows() -> list[int]:
 
 
 def test_a_model_switch_reaches_milvus_through_the_outbox_and_reconciliation(cast: Cast, milvus_backend: None, settings) -> None:
-    doc = DocumentFactory(collection=cast.handbook, text="Owls hunt mice at night.")
+    doc = DocumentFactory.create(collection=cast.handbook, text="Owls hunt mice at night.")
     index_documents(document_ids=[doc.pk])
     outbox_drain()
     old = milvus.collection_name("fake-embedding", 384)
@@ -259,7 +274,7 @@ def test_a_model_switch_reaches_milvus_through_the_outbox_and_reconciliation(cas
 
 
 def test_with_the_pgvector_backend_the_outbox_triggers_are_off(cast: Cast) -> None:
-    doc = DocumentFactory(collection=cast.handbook, text="Owls hunt mice at night.")
+    doc = DocumentFactory.create(collection=cast.handbook, text="Owls hunt mice at night.")
     index_documents(document_ids=[doc.pk])
     assert outbox_backlog() == 0
 
