@@ -37,7 +37,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.scoped import DIMENSION, MODEL, Corpus, build, database_name, percentile, seed_query_cache, setup_django  # noqa: E402
+from scoped import (  # noqa: E402  (a sibling script, found through sys.path)
+    DIMENSION,
+    MODEL,
+    Corpus,
+    build,
+    database_name,
+    percentile,
+    seed_query_cache,
+    setup_django,
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -94,7 +103,12 @@ def milvus_copy_and_build() -> dict:
     client.create_index(name, index)
     client.load_collection(name)
     build_seconds = time.perf_counter() - started
-    return {"queued": queued, "copy_s": copy_seconds, "build_s": build_seconds, "rows": client.get_collection_stats(name)["row_count"]}
+    return {
+        "queued": queued,
+        "copy_s": copy_seconds,
+        "build_s": build_seconds,
+        "rows": client.get_collection_stats(name)["row_count"],
+    }
 
 
 def measure(user, queries, modes: list[str], visible: int) -> dict:
@@ -129,12 +143,24 @@ def recall(user, queries, visible: int) -> tuple[float, int]:
     from rag.retrieval.visibility import search_scope
 
     scope = search_scope(user=user)
-    common = {"scope": scope, "model_id": MODEL, "dimension": DIMENSION, "limit": 10, "threshold": -1.0}
-    sizes = {"scope_chunks": visible, "model_chunks": model_chunk_count(MODEL)}
+    model_chunks = model_chunk_count(MODEL)
     recalls, short = [], 0
     for _, vector in queries:
-        exact = vector_ranking(**common, vector=vector.tolist(), path="exact", **sizes)
-        got = vector_ranking(**common, vector=vector.tolist(), **sizes)
+        pages = [
+            vector_ranking(
+                scope=scope,
+                vector=vector.tolist(),
+                model_id=MODEL,
+                dimension=DIMENSION,
+                limit=10,
+                threshold=-1.0,
+                scope_chunks=visible,
+                model_chunks=model_chunks,
+                path=path,
+            )
+            for path in ("exact", None)
+        ]
+        exact, got = pages
         short += len(got) < len(exact)
         kth = exact[-1].score if exact else 0.0
         recalls.append(sum(h.score >= kth - 1e-6 for h in got) / max(len(exact), 1))

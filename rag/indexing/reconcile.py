@@ -1,6 +1,8 @@
 """Find missing, stale, failed and orphaned chunks for a model, and say what would repair them.
 
-It only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists.
+`reconcile` only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists. With the
+milvus backend, `milvus_drift` compares Milvus's copy of the vectors with the chunks, and `milvus_repair` queues
+what differs in the outbox (rag.indexing.vector_outbox), whose drain writes it.
 """
 
 from __future__ import annotations

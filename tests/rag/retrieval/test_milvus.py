@@ -6,8 +6,10 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Iterator
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from documents.models import Document
@@ -186,9 +188,14 @@ def test_the_outbox_and_reconciliation_repair_a_broken_milvus(cast: Cast, milvus
     outbox_drain()
     assert milvus_drift().counts() == {"missing": 0, "stale": 0, "orphaned": 0, "collections": 0}
     assert _stored([chunk_ids[2]])[chunk_ids[2]]["collection"] == str(cast.handbook.pk)
-    # The periodic reconciliation does the same.
+    # The periodic reconciliation does the same, and so does the command.
     milvus.client().delete(name, ids=chunk_ids[:1])
     assert reconcile_index_task()["milvus_missing"] == 1
+    assert milvus_drift().counts()["missing"] == 0
+    milvus.client().delete(name, ids=chunk_ids[:1])
+    out = StringIO()
+    call_command("reconcile_index", "--fix", stdout=out)
+    assert "Milvus: 1 vector(s) missing, 0 stale, 0 orphaned" in out.getvalue()
     assert milvus_drift().counts()["missing"] == 0
 
 
