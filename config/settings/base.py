@@ -513,6 +513,7 @@ if RAG_MILVUS_URI and RAG_MILVUS_URI.split("://", 1)[0] in {"tcp", "grpc", "ftp"
     raise ImproperlyConfigured(
         f"RAG_MILVUS_URI must be http://host:port, https://host:port, unix:/path or a Milvus Lite directory, got {RAG_MILVUS_URI!r}"
     )
+RAG_MILVUS_TIMEOUT = _bounded_float("RAG_MILVUS_TIMEOUT", 5.0, 0.1, 600.0)  # seconds a search waits for Milvus
 RAG_MILVUS_TOKEN = env("RAG_MILVUS_TOKEN", default="")  # user:password or an API key, for a server with auth
 RAG_MILVUS_DATABASE = env("RAG_MILVUS_DATABASE", default="")  # empty: the server's default database
 # Every Milvus collection Cairn makes starts with this (one per embedding model and dimension).

@@ -39,6 +39,10 @@ _OUTBOX_TRIGGERS = (
 )
 
 
+class MilvusUnavailable(Exception):
+    """Milvus did not answer, or refused the request."""
+
+
 def milvus_enabled() -> bool:
     return settings.RAG_VECTOR_BACKEND == "milvus"
 
@@ -67,7 +71,7 @@ def client() -> MilvusClient:
     with _clients_lock:
         found = _clients.get(key)
         if found is None:
-            options: dict[str, Any] = {"uri": uri}
+            options: dict[str, Any] = {"uri": uri, "timeout": settings.RAG_MILVUS_TIMEOUT}
             if settings.RAG_MILVUS_TOKEN:
                 options["token"] = settings.RAG_MILVUS_TOKEN
             if settings.RAG_MILVUS_DATABASE:
@@ -186,15 +190,21 @@ class Found:
 
 def search(*, model_id: str, dimension: int, vector: Sequence[float], expression: str, limit: int, ef: int) -> list[Found]:
     """The `limit` nearest rows matching `expression` (cosine, best first); fewer when fewer match."""
-    name = ensure_collection(model_id, dimension)
-    results = client().search(
-        name,
-        data=[[float(x) for x in vector]],
-        filter=expression,
-        limit=min(limit, MAX_TOP_K),
-        output_fields=["chunk_id"],  # no vector back
-        search_params={"metric_type": "COSINE", "params": {"ef": max(ef, limit)}},
-    )
+    from pymilvus.exceptions import MilvusException
+
+    try:
+        name = ensure_collection(model_id, dimension)
+        results = client().search(
+            name,
+            data=[[float(x) for x in vector]],
+            filter=expression,
+            limit=min(limit, MAX_TOP_K),
+            output_fields=["chunk_id"],  # no vector back
+            search_params={"metric_type": "COSINE", "params": {"ef": max(ef, limit)}},
+            timeout=settings.RAG_MILVUS_TIMEOUT,
+        )
+    except (MilvusException, OSError) as exc:
+        raise MilvusUnavailable(str(exc)) from exc
     return [Found(int(hit["chunk_id"]), float(hit["distance"])) for hit in results[0]]
 
 

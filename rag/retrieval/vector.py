@@ -17,11 +17,12 @@ With the milvus backend (RAG_VECTOR_BACKEND=milvus) a scope above the exact scan
 instead: the scope goes as a filter expression (visibility.milvus_expression), and every chunk Milvus returns is
 checked again against the visible documents, in SQL, before it counts (its score read from PostgreSQL's vector).
 A page the check leaves short asks Milvus for more, and one Milvus cannot fill (its copy behind the outbox) is
-finished by the exact scan too.
+finished by the exact scan too, and one Milvus does not answer is ranked in PostgreSQL as without it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from django.conf import settings
@@ -32,6 +33,8 @@ from rag.corpus.vector_index import vector_expression
 from rag.retrieval.hits import Hit
 from rag.retrieval.query import vector_literal
 from rag.retrieval.visibility import SearchScope, milvus_expression
+
+logger = logging.getLogger("rag.search")
 
 Path = Literal["exact", "signs", "hnsw", "milvus"]
 # What one walked HNSW entry costs against one exactly scanned chunk (neighbour distances and a
@@ -100,12 +103,13 @@ def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
     return max(ef_search(limit, model_chunks), int(limit / share))
 
 
-def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
-    """Exact when the scope is small; by sign bits when it is a narrow share of the index (a walk would miss)
-    or they read less than a walk; otherwise a walk. Costs in exactly scanned chunks."""
+def choose_path(*, limit: int, scope_chunks: int, model_chunks: int, in_milvus: bool | None = None) -> Path:
+    """Exact when the scope is small; Milvus with the milvus backend (`in_milvus`, by default the setting's); by
+    sign bits when it is a narrow share of the index (a walk would miss) or they read less than a walk; otherwise
+    a walk. Costs in exactly scanned chunks."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
         return "exact"
-    if milvus.milvus_enabled():
+    if milvus.milvus_enabled() if in_milvus is None else in_milvus:
         return "milvus"
     walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
     if not settings.RAG_SIGN_BITS_MAX_SHARE or scope_chunks > SIGN_SCAN_CAP:
@@ -147,7 +151,23 @@ def vector_ranking(
         depth = rerank_depth(limit, scope_chunks)
         rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=depth, scope_chunks=scope_chunks)
     elif path == "milvus":
-        rows = _milvus(scope, vector, literal, model_id=model_id, dimension=dimension, limit=limit, model_chunks=model_chunks)
+        try:
+            rows = _milvus(scope, vector, literal, model_id=model_id, dimension=dimension, limit=limit, model_chunks=model_chunks)
+        except milvus.MilvusUnavailable as exc:
+            # PostgreSQL still holds every vector (and its HNSW index and sign bits): slower, never wrong.
+            logger.warning("vector search in PostgreSQL: Milvus did not answer (%s)", exc)
+            path = choose_path(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks, in_milvus=False)
+            return vector_ranking(
+                scope=scope,
+                vector=vector,
+                model_id=model_id,
+                dimension=dimension,
+                limit=limit,
+                threshold=threshold,
+                scope_chunks=scope_chunks,
+                model_chunks=model_chunks,
+                path=path,
+            )
     if rows is not None and len(rows) < min(limit, scope_chunks):
         rows = None  # the walk gave up before the page was full (or a chunk had no sign bits): scan the scope instead
     if rows is None:

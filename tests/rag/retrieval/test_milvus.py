@@ -55,6 +55,7 @@ def milvus_backend(settings, milvus_server: str, db: None) -> Iterator[None]:
     settings.RAG_EXACT_SEARCH_MAX_CHUNKS = 0
     milvus.set_outbox_triggers(enabled=True)  # in the test's transaction: rolled back with it
     yield
+    settings.RAG_MILVUS_URI = milvus_server  # a test may have pointed it elsewhere
     for name in milvus.our_collections():
         milvus.drop_collection(name)
 
@@ -278,6 +279,22 @@ def test_a_model_switch_reaches_milvus_through_the_outbox_and_reconciliation(cas
     assert drift.collections == [old]
     milvus_repair(drift)
     assert old not in milvus.our_collections()
+
+
+def test_a_search_that_milvus_does_not_answer_is_ranked_in_postgresql(
+    cast: Cast, milvus_backend: None, settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    docs = [DocumentFactory.create(collection=cast.handbook, text=f"{topic}.") for topic in TOPICS]
+    index_documents(document_ids=[d.pk for d in docs])
+    owls = embed_query("owls hunt mice")
+    exact = [h.chunk_id for h in _ranking(cast.bob, owls, path="exact", limit=3)]
+    from config.milvus_lite import free_port
+
+    settings.RAG_MILVUS_URI = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    settings.RAG_MILVUS_TIMEOUT = 0.5
+    with caplog.at_level("WARNING", logger="rag.search"):
+        assert [h.chunk_id for h in _ranking(cast.bob, owls, path=None, limit=3)] == exact
+    assert "Milvus did not answer" in caplog.text
 
 
 def test_with_the_pgvector_backend_the_outbox_triggers_are_off(cast: Cast) -> None:
