@@ -373,8 +373,6 @@ CELERY_TASK_ROUTES = {
     # By default an edit's; an import's documents are sent to the bulk queue where they are queued (rag.tasks).
     "rag.tasks.index_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
     "rag.tasks.remove_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
-    # An edit is found in Milvus only once its chunks are copied there: never behind an import.
-    "rag.tasks.drain_vector_outbox_task": {"queue": CELERY_QUEUE_INTERACTIVE},
 }
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
