@@ -71,6 +71,16 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if PROCESS_MARKERS.intersection(mark.name for mark in item.iter_markers()):
             item.add_marker(pytest.mark.xdist_group("processes"))
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus Lite server of the tests' own, served by threads of the test process; its URI."""
+    from config.milvus_lite import serve_in_thread
+
+    uri, stop = serve_in_thread(tmp_path_factory.mktemp("milvus"))
+    try:
+        yield uri
+    finally:
+        stop()
 
 
 _started_postgres: list[str] = []
