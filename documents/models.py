@@ -288,6 +288,7 @@ class SourceFormat(models.TextChoices):
     HTML = "html", "HTML"
     PDF = "pdf", "PDF"
     DOCX = "docx", "Word (DOCX)"
+    CODE = "code", "Source code"
 
 
 class Source(models.Model):

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from config.csp import with_csp
 from config.errors import NotFound
 from documents import selectors, services
+from documents.code import code_line_shift
 from documents.diffs import text_diff
 from documents.index_state import index_state
 from documents.models import Document, DocumentVersion, Source, SourceFormat, import_storage
@@ -113,7 +114,7 @@ def _cited_place(document: Document, source: Source | None, highlight: tuple[int
     if source is not None and source.page_map and source.document_version == document.version:
         page = source.page_of(highlight[0])
         return CitedPlace(location=f"{where}#page={page}", href=f"{source.original_url}#page={page}")
-    first = document.text.count("\n", 0, highlight[0]) + 1
+    first = max(1, document.text.count("\n", 0, highlight[0]) + 1 - code_line_shift(document.text))
     last = first + document.text.count("\n", highlight[0], max(highlight[0], highlight[1] - 1))
     return CitedPlace(location=f"{where}:{first}-{last}", href=None)
 

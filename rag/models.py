@@ -316,6 +316,7 @@ class EntityKind(models.TextChoices):
     NAME = "name", "Proper name"
     TOPIC = "topic", "Heading or key phrase"
     CODE = "code", "Code identifier"
+    SYMBOL = "symbol", "Symbol defined in code"  # a function, class or type a code document defines
     # Types the `llm` extractor gives (rag.indexing.graph_llm_prompt.EntityType, lower-cased).
     PERSON = "person", "Person"
     ORGANIZATION = "organization", "Organization"

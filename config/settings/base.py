@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import warnings
@@ -257,11 +258,39 @@ IMPORT_MAX_HTML_ELEMENTS = _positive_int("IMPORT_MAX_HTML_ELEMENTS", 200_000)
 # mounts one volume in both), or an S3 bucket, IMPORT_STORAGE_URL=s3://bucket/prefix.
 IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())
 IMPORT_STORAGE_URL = env("IMPORT_STORAGE_URL", default="").strip()
+
+# Git sources (connectors.kinds.git): a bare mirror of each repository is kept here between syncs.
+CONNECTORS_GIT_CACHE_DIR = str(
+    Path(env("CONNECTORS_GIT_CACHE_DIR", default=str(BASE_DIR / "var" / "git"))).expanduser().absolute()
+)
+# A branch with more files matching a source's globs than this is refused (narrow the globs).
+CONNECTORS_GIT_MAX_FILES = _positive_int("CONNECTORS_GIT_MAX_FILES", 20_000)
+# Seconds one git fetch may take before the sync gives up on it (and retries later).
+CONNECTORS_GIT_TIMEOUT = _positive_int("CONNECTORS_GIT_TIMEOUT", 600)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "imports": _import_storage(IMPORT_STORAGE_URL, IMPORT_STORAGE_DIR),
 }
+
+# The web and S3 connectors (connectors/kinds/web.py, s3.py). Seconds to connect, or to wait for an answer.
+CONNECTORS_TIMEOUT = _bounded_float("CONNECTORS_TIMEOUT", 20.0, 0.5, 600.0)
+# What a crawl sends as User-Agent; robots.txt rules are matched against "CairnBot".
+CONNECTORS_WEB_USER_AGENT = env("CONNECTORS_WEB_USER_AGENT", default="CairnBot/1.0 (Cairn knowledge base crawler)").strip()
+# Most pages a web source may ask for in one sync (its own max_pages is at most this).
+CONNECTORS_WEB_MAX_PAGES = _positive_int("CONNECTORS_WEB_MAX_PAGES", 10_000)
+# The longest pause between two requests a robots.txt Crawl-delay gets; a longer one is shortened to it.
+CONNECTORS_WEB_MAX_CRAWL_DELAY = _bounded_float("CONNECTORS_WEB_MAX_CRAWL_DELAY", 10.0, 0.0, 600.0)
+# Networks a web or S3 source may never reach (connectors/network.py): by default the link-local ones,
+# where clouds serve each machine's metadata and credentials.
+CONNECTORS_BLOCKED_NETWORKS = env.list(
+    "CONNECTORS_BLOCKED_NETWORKS", default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"]
+)
+for _network in CONNECTORS_BLOCKED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CONNECTORS_BLOCKED_NETWORKS: {_network!r} is not a network such as 10.0.0.0/8") from exc
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (

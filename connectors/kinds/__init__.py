@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from connectors.base import Connector, SourceError
 from connectors.kinds.exports import ArchiveExport, FolderExport
+from connectors.kinds.git import GitConnector
+from connectors.kinds.s3 import S3Connector
+from connectors.kinds.web import WebConnector
 
 KINDS: dict[str, type[Connector]] = {
     FolderExport.kind: FolderExport,
     ArchiveExport.kind: ArchiveExport,
+    WebConnector.kind: WebConnector,
+    S3Connector.kind: S3Connector,
+    GitConnector.kind: GitConnector,
 }
 
 
