@@ -1,7 +1,8 @@
 """One module per kind of source; each yields `connectors.base.SourceItem`s and nothing else.
 
 A kind is registered by one line in `KINDS` below: its `kind` name -> its class (a `connectors.base.Connector`).
-`describe` tells the Sources page and the API which configuration fields and secrets a kind takes.
+A kind's optional `label`, `fields` and `secret_fields` (`connectors.base.ConfigField`) tell the Sources page and
+`sources.kinds` which configuration fields and secrets it takes.
 """
 
 from __future__ import annotations

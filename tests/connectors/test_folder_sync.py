@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
-from connectors.models import SyncedSource
-from connectors.services import source_create
+from django.utils import timezone
+
+from connectors.models import SourceSync, SyncedSource
+from connectors.services import source_create, source_pause
+from connectors.tasks import sync_due_sources
 from documents.models import Document
 from tests.conftest import Cast
 from tests.connectors.conftest import SyncAndIndex, embedded_texts, write
@@ -65,3 +69,24 @@ def test_a_folder_source_creates_updates_archives_and_restores_its_documents(
     back = sync_and_index(source)
     assert counts(back) == (4, 0, 1, 3, 0, 0)
     assert Document.objects.get(pk=documents["Old"].pk).archived_at is None
+
+
+def test_beat_syncs_the_active_sources_whose_schedule_is_due_and_not_the_paused_ones(cast: Cast, root: Path) -> None:
+    write(root, {"guide.md": "# Guide\n\nHow to deploy.\n"})
+    due = folder_source(cast, root)
+    paused = source_create(
+        by=cast.alice, name="Paused", kind="folder", config={"path": str(root)}, collection=cast.private, sync=False
+    )
+    source_pause(source=paused)
+    later = source_create(
+        by=cast.alice, name="Later", kind="folder", config={"path": str(root)}, collection=cast.private, sync=False
+    )
+    SyncedSource.objects.filter(pk__in=[due.pk, paused.pk]).update(next_sync_at=timezone.now() - timedelta(minutes=1))
+
+    assert sync_due_sources() == 1  # eager: the sync ran in this process
+    assert [s.source_id for s in SourceSync.objects.all()] == [due.pk]
+    due.refresh_from_db()
+    assert due.next_sync_at is not None and due.next_sync_at > timezone.now() + timedelta(minutes=59), (
+        "the next one an interval on"
+    )
+    assert not SourceSync.objects.filter(source__in=[paused, later]).exists()

@@ -1,5 +1,5 @@
-"""The /sources page in headless Chromium against gunicorn: add a folder source, watch it sync, break its path
-and read the error on the page."""
+"""The /sources page in headless Chromium against gunicorn: add a folder source, watch it sync, ask a question
+answered from it, break its path and read the error on the page."""
 
 from __future__ import annotations
 
@@ -38,7 +38,11 @@ def server(tmp_path: Path, cast: Cast, exports: Path) -> Iterator[GunicornServer
     cast.alice.save()
     server = GunicornServer(
         log_path=tmp_path / "gunicorn.log",
-        extra_env={"IMPORT_STORAGE_DIR": str(tmp_path / "imports"), "CONNECTORS_LOCAL_ROOTS": str(exports)},
+        extra_env={
+            "IMPORT_STORAGE_DIR": str(tmp_path / "imports"),
+            "CONNECTORS_LOCAL_ROOTS": str(exports),
+            "RAG_ANSWER_MIN_SCORE": "0.05",
+        },
     ).start()
     yield server
     server.stop()
@@ -72,6 +76,13 @@ def test_add_a_folder_source_watch_it_sync_then_break_its_path(cast: Cast, serve
             expect(row.locator(".errors")).to_contain_text("logo.png")
             expect(row).to_contain_text("Handbook")
             page.screenshot(path=str(server.log_path.with_name("sources-synced.png")), full_page=True)
+
+            # A question answered from the synced folder cites the file it came from.
+            page.goto(f"{server.url}/rag")
+            page.fill("#query", "How do I run the deploy?")
+            page.keyboard.press("Enter")
+            expect(page.locator("#sources .origin").first).to_have_text(str(exports / "wiki" / "guide.md"), timeout=30_000)
+            page.goto(f"{server.url}/sources")
 
             # Break the path: the next sync fails with the reason, and nothing is archived.
             row.locator("[data-action=edit]").click()
