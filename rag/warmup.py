@@ -37,7 +37,7 @@ def _preload_models() -> None:
 def _warm_models() -> str:
     provider = get_embedding_provider()
     provider.model_id  # noqa: B018 (built: a remote provider's first call is a request, not made here)
-    if settings.RAG_EMBEDDING_PROVIDER in {"local", "fake"}:
+    if settings.RAG_EMBEDDING_PROVIDER == "local":
         provider.embed_query("warm up")  # the session's first run allocates its buffers
     get_local_tokenizer()  # answers count tokens with it, whatever the embedding model
     loaded = [f"embedding model {provider.model_id}"]

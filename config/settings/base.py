@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import warnings
@@ -622,3 +623,27 @@ PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
 # each (rag.providers.minilm_onnx); empty: each process builds its own copy in memory.
 _encoder_cache = env("RAG_LOCAL_ENCODER_CACHE_DIR", default=str(BASE_DIR / "var" / "models")).strip()
 RAG_LOCAL_ENCODER_CACHE_DIR = str(Path(_encoder_cache).expanduser().absolute()) if _encoder_cache else ""
+# LiteLLM and S3 are extras of the install (requirements/llm.txt, requirements/s3.txt): a setting that needs one
+# fails here, at start, rather than on the first answer or import. Looked up without importing them.
+_litellm_models = [
+    name
+    for name, value in (
+        ("RAG_LLM_MODEL", RAG_LLM_MODEL),
+        ("RAG_RERANK_MODEL", RAG_RERANK_MODEL),
+        ("RAG_GRAPH_LLM_MODEL", RAG_GRAPH_LLM_MODEL),
+    )
+    if value and RAG_LLM_PROVIDER == "litellm"
+] + [
+    name
+    for name, value in (
+        ("RAG_EMBEDDING_PROVIDER", RAG_EMBEDDING_PROVIDER),
+        ("RAG_EMBEDDING_FALLBACK_PROVIDER", RAG_EMBEDDING_FALLBACK_PROVIDER if RAG_EMBEDDING_FALLBACK_MODEL else ""),
+    )
+    if value == "litellm"
+]
+if _litellm_models and importlib.util.find_spec("litellm") is None:
+    raise ImproperlyConfigured(
+        f"{', '.join(_litellm_models)} need(s) LiteLLM, which this install lacks: pip install -r requirements/llm.txt"
+    )
+if IMPORT_STORAGE_URL and importlib.util.find_spec("storages") is None:
+    raise ImproperlyConfigured("IMPORT_STORAGE_URL needs django-storages and boto3: pip install -r requirements/s3.txt")
