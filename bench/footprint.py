@@ -16,7 +16,8 @@ alternating with this one, and prints the ratios. Medians over `--runs`.
 
 Takes: about a minute a run and checkout (the first run of a checkout indexes the demo first).
 
-Reproduce:  .venv/bin/python bench/footprint.py --venv .venv-default --baseline ../main-clone --runs 3
+Reproduce:  make install VENV=var/venv-default   (and `make install` in the baseline's clone of main)
+            .venv/bin/python bench/footprint.py --venv var/venv-default --baseline ../main-clone --runs 3
 """
 
 from __future__ import annotations
@@ -369,15 +370,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout measured (default: this one)")
     parser.add_argument("--baseline", type=Path, help="another checkout (a clone of main) measured in the same run")
-    parser.add_argument("--venv", default=".venv", help="each checkout's venv, relative to it (default: %(default)s)")
+    parser.add_argument("--venv", default=".venv", help="its venv, relative to it (default: %(default)s)")
+    parser.add_argument("--baseline-venv", default=".venv", help="the baseline's venv, relative to it (default: %(default)s)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}")
     checkouts = {"this": args.checkout.resolve()}
+    venvs = {"this": args.venv}
     if args.baseline:
         checkouts["baseline"] = args.baseline.resolve()
-    pythons = {label: python_of(path, args.venv) for label, path in checkouts.items()}
+        venvs["baseline"] = args.baseline_venv
+    pythons = {label: python_of(path, venvs[label]) for label, path in checkouts.items()}
     results: dict[str, list[Footprint]] = {label: [] for label in checkouts}
     for run in range(1, args.runs + 1):
         for label in reversed(list(checkouts)):  # the baseline first, then this checkout
@@ -385,7 +389,7 @@ def main() -> None:
             results[label].append(result)
             print(f"run {run} {label}: PSS {mb(result.pss)}, RSS {mb(result.rss)}, {result.processes} processes", flush=True)
     figures = {
-        label: report(f"{label} ({checkouts[label]})", results[label], checkouts[label] / args.venv) for label in checkouts
+        label: report(f"{label} ({checkouts[label]})", results[label], checkouts[label] / venvs[label]) for label in checkouts
     }
     if "baseline" in figures:
         (pss, rss, size), (base_pss, base_rss, base_size) = figures["this"], figures["baseline"]
