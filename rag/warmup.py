@@ -25,9 +25,9 @@ def litellm_needed() -> bool:
 
 def _preload_models() -> None:
     if litellm_needed():
-        from rag.providers.litellm_client import import_litellm
+        from rag.providers.litellm_client import preload_litellm
 
-        import_litellm()
+        preload_litellm()
     if settings.RAG_EMBEDDING_PROVIDER == "local":
         from rag.providers.local import save_local_model
 
@@ -42,9 +42,11 @@ def _warm_models() -> str:
     get_local_tokenizer()  # answers count tokens with it, whatever the embedding model
     loaded = [f"embedding model {provider.model_id}"]
     if litellm_needed():
-        from rag.providers.litellm_client import import_litellm
+        from rag.providers.litellm_client import import_litellm, warm_litellm
 
-        import_litellm()  # imported before the fork already: this only checks
+        import_litellm()  # imported before the fork already (unless the parent did not preload)
+        if settings.RAG_LLM_PROVIDER == "litellm" and settings.RAG_LLM_MODEL:
+            warm_litellm(settings.RAG_LLM_MODEL)
         loaded.append("litellm")
     return ", ".join(loaded)
 
