@@ -43,8 +43,8 @@ def _compile_templates() -> None:
     from django.template.utils import get_app_template_dirs
 
     for engine in engines.all():
-        folders = [*engine.dirs, *(get_app_template_dirs("templates") if engine.app_dirs else ())]
-        for folder in (Path(f) for f in folders):
+        folders: list[str | Path] = [*engine.dirs, *(get_app_template_dirs("templates") if engine.app_dirs else ())]
+        for folder in map(Path, folders):
             for path in sorted(folder.rglob("*.html")):
                 try:
                     engine.get_template(path.relative_to(folder).as_posix())
