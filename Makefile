@@ -51,14 +51,18 @@ endif
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise
 # pytest and every server a test starts compile the code afresh, a good share of the suite's time.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+# Two test processes (pytest-xdist): the tests that start processes run one after another in one of them
+# (tests/conftest.py groups them), the database-only tests share both. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test: check chromium
-	$(PYTEST)
+	$(PYTEST) $(PYTEST_PARALLEL)
 
 # The loop while working: everything but the tests that start processes (servers, workers, Chromium),
 # load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).
 test-fast: install-dev
-	$(PYTEST) -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
+	$(PYTEST) $(PYTEST_PARALLEL) -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
 
 # The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
 chromium:
