@@ -71,6 +71,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if PROCESS_MARKERS.intersection(mark.name for mark in item.iter_markers()):
             item.add_marker(pytest.mark.xdist_group("processes"))
+
+
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Milvus Lite server of the tests' own, served by threads of the test process; its URI."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ipaddress
 import importlib.util
+import ipaddress
 import os
 import re
 import warnings
