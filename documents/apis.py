@@ -129,6 +129,7 @@ class DocumentCreateApi(RpcApi):
 
 class DocumentListApi(RpcApi):
     write_scope = False
+    replica_reads = True
 
     class Input(PaginationInput):
         collectionId = serializers.UUIDField(required=False)
@@ -459,6 +460,7 @@ class DocumentInfoOutput(DocumentOutput):
 
 class DocumentInfoApi(RpcApi):
     write_scope = False
+    replica_reads = True
     Input = IdInput
 
     @extend_schema(responses=envelope(DocumentInfoOutput))
