@@ -43,10 +43,12 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# The project (config, the apps) and the sibling script whose topics and percentile this reuses.
+sys.path[:0] = [str(ROOT), str(HERE)]
 
-from bench.load import TOPICS, percentile  # noqa: E402
+from load import TOPICS, percentile  # noqa: E402
 
 WORK = ROOT / "var" / "cluster"
 # Writers (alice's tokens, one each) edit their own documents between reads; readers (bob's token) only read. A
