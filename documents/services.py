@@ -194,7 +194,8 @@ def document_move(*, document: Document, collection: Collection) -> Document:
     """Move a document to another collection of its team (Document.clean refuses another team's).
 
     Nothing is reindexed: the index's copies of the collection follow the document by trigger (rag
-    migrations 0016, 0017, 0019), and who may read it is decided through the documents table.
+    migrations 0016, 0017, 0019; Milvus's through the outbox, 0023), and who may read it is decided through
+    the documents table.
     """
     document = Document.objects.select_for_update().get(pk=document.pk)
     if document.collection_id == collection.pk:

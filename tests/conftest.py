@@ -57,6 +57,18 @@ def test_broker() -> Iterator[TestBroker]:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus Lite server of the tests' own, served by threads of the test process; its URI."""
+    from config.milvus_lite import serve_in_thread
+
+    uri, stop = serve_in_thread(tmp_path_factory.mktemp("milvus"))
+    try:
+        yield uri
+    finally:
+        stop()
+
+
 _started_postgres: list[str] = []
 
 

@@ -414,6 +414,8 @@ CELERY_TASK_ROUTES = {
     # By default an edit's; an import's documents are sent to the bulk queue where they are queued (rag.tasks).
     "rag.tasks.index_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
     "rag.tasks.remove_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
+    # An edit is found in Milvus only once its chunks are copied there: never behind an import.
+    "rag.tasks.drain_vector_outbox_task": {"queue": CELERY_QUEUE_INTERACTIVE},
 }
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},
@@ -539,6 +541,39 @@ if RAG_HNSW_WALK_ROWS > 5_000:
 # (recall@10 0.96 where a filtered walk found 0.81 at 1M chunks, 10% visible, at about 40 ms against 12); 0 walks
 # them through HNSW instead (bench/latency.py).
 RAG_SIGN_BITS_MAX_SHARE = _bounded_float("RAG_SIGN_BITS_MAX_SHARE", 0.25, 0.0, 1.0)
+# Where chunk vectors are ranked: pgvector (in PostgreSQL, the default) or milvus (a copy of every vector in Milvus,
+# written through the outbox, rank checked against PostgreSQL's visible set: rag.corpus.milvus, docs/operations.md).
+RAG_VECTOR_BACKEND = env("RAG_VECTOR_BACKEND", default="pgvector").strip().lower()
+if RAG_VECTOR_BACKEND not in {"pgvector", "milvus"}:
+    raise ImproperlyConfigured(f"RAG_VECTOR_BACKEND must be pgvector or milvus, got {RAG_VECTOR_BACKEND!r}")
+# A Milvus server (http://host:19530, https://..., or unix:/path/to/socket) or a Milvus Lite data directory
+# (a path: opened inside the process, so only one process may use it). Empty with the milvus backend: `make run`
+# (config.serve) starts one Milvus Lite server under RAG_MILVUS_LITE_DIR and hands its address to every process.
+RAG_MILVUS_URI = env("RAG_MILVUS_URI", default="").strip()
+if RAG_MILVUS_URI and RAG_MILVUS_URI.split("://", 1)[0] in {"tcp", "grpc", "ftp", "file"}:
+    raise ImproperlyConfigured(
+        f"RAG_MILVUS_URI must be http://host:port, https://host:port, unix:/path or a Milvus Lite directory, got {RAG_MILVUS_URI!r}"
+    )
+RAG_MILVUS_TIMEOUT = _bounded_float("RAG_MILVUS_TIMEOUT", 5.0, 0.1, 600.0)  # seconds a search waits for Milvus
+RAG_MILVUS_TOKEN = env("RAG_MILVUS_TOKEN", default="")  # user:password or an API key, for a server with auth
+RAG_MILVUS_DATABASE = env("RAG_MILVUS_DATABASE", default="")  # empty: the server's default database
+# Every Milvus collection Cairn makes starts with this (one per embedding model and dimension).
+RAG_MILVUS_COLLECTION_PREFIX = env("RAG_MILVUS_COLLECTION_PREFIX", default="cairn")
+if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,150}", RAG_MILVUS_COLLECTION_PREFIX):
+    raise ImproperlyConfigured(
+        f"RAG_MILVUS_COLLECTION_PREFIX must be letters, digits and underscores (not first a digit), got {RAG_MILVUS_COLLECTION_PREFIX!r}"
+    )
+RAG_MILVUS_LITE_DIR = str(Path(env("RAG_MILVUS_LITE_DIR", default=str(BASE_DIR / "var" / "milvus"))).expanduser().absolute())
+RAG_MILVUS_LITE_PORT = _positive_int("RAG_MILVUS_LITE_PORT", 19530)
+if RAG_MILVUS_LITE_PORT > 65535:
+    raise ImproperlyConfigured(f"RAG_MILVUS_LITE_PORT must be a TCP port, got {RAG_MILVUS_LITE_PORT}")
+# Seconds between outbox passes (beat) that copy chunk writes into Milvus: how long a new chunk may wait to be found.
+RAG_MILVUS_OUTBOX_INTERVAL = _positive_int("RAG_MILVUS_OUTBOX_INTERVAL", 2)
+if RAG_VECTOR_BACKEND == "milvus":
+    CELERY_BEAT_SCHEDULE["drain-vector-outbox"] = {
+        "task": "rag.tasks.drain_vector_outbox_task",
+        "schedule": RAG_MILVUS_OUTBOX_INTERVAL,
+    }
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations
