@@ -160,7 +160,8 @@ class Supervisor(threading.Thread):
 
 @dataclass
 class Stats:
-    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # (when it was answered, milliseconds) per kind: the report splits them at the first kill.
+    latencies: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     retries: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     error_samples: list[str] = field(default_factory=list)
@@ -188,7 +189,7 @@ class Api:
                     if record:
                         with self.stats.lock:
                             if response.status_code == 200:
-                                self.stats.latencies[kind].append((time.perf_counter() - started) * 1000)
+                                self.stats.latencies[kind].append((time.monotonic(), (time.perf_counter() - started) * 1000))
                             else:
                                 self.stats.errors[kind] += 1
                                 self.stats.error_samples.append(f"{kind} {response.status_code} {response.text[:200]}")
@@ -343,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     supervisor = Supervisor(processes)
     standby = Standby(standby_dir)
     events: list[str] = []
+    first_kill: list[float] = []
     try:
         redis_process = redis.start(log=WORK / "redis.log")
         address = ensure_server(str(primary_dir), shared_buffers="256MB", database="cairn")
@@ -486,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.no_kills:
             at(0.2)
+            first_kill.append(time.monotonic())
             webs[0].signal(signal.SIGKILL)
             events.append(
                 f"{time.monotonic() - started:5.1f} s  SIGKILL web1 (gunicorn and its workers); the supervisor restarts it"
@@ -520,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
             command=command,
             stats=stats,
             elapsed=elapsed,
+            first_kill=first_kill[0] if first_kill else None,
             prober=prober,
             import_seconds=(import_done_at[0] - import_started) if import_done_at else None,
             imported=imported,
@@ -652,18 +656,35 @@ def replica_transactions(standby: Any) -> int | str:
         return f"unreachable ({type(exc).__name__})"
 
 
-def report(*, args: argparse.Namespace, command: str, stats: Stats, elapsed: float, prober: Prober, **figures: Any) -> None:
+def report(
+    *,
+    args: argparse.Namespace,
+    command: str,
+    stats: Stats,
+    elapsed: float,
+    first_kill: float | None,
+    prober: Prober,
+    **figures: Any,
+) -> None:
     total = sum(len(v) for v in stats.latencies.values()) + sum(stats.errors.values())
     print()
     print(
         f"Cairn multi-node run: {args.clients} clients for {args.seconds} s over 2 web servers; {args.vector_backend}, {args.embedding} embeddings"
     )
-    print(f"{'kind':<8} {'requests':>8} {'errors':>6} {'retried':>7} {'p50 ms':>8} {'p95 ms':>8}")
+    # The same run's baseline: the requests answered before the first kill, against those answered after it.
+    print(
+        f"{'kind':<8} {'requests':>8} {'errors':>6} {'retried':>7} {'p50 ms':>8} {'p95 ms':>8}   p50 / p95 ms (n) before the first kill; after it"
+    )
     for kind in KINDS:
-        values = stats.latencies.get(kind, [])
+        timed = stats.latencies.get(kind, [])
+        values = [ms for _, ms in timed]
+        before = [ms for at, ms in timed if first_kill is None or at < first_kill]
+        after = [ms for at, ms in timed if first_kill is not None and at >= first_kill]
         print(
             f"{kind:<8} {len(values) + stats.errors.get(kind, 0):>8} {stats.errors.get(kind, 0):>6} {stats.retries.get(kind, 0):>7} "
-            f"{percentile(values, 0.5):>8.0f} {percentile(values, 0.95):>8.0f}"
+            f"{percentile(values, 0.5):>8.0f} {percentile(values, 0.95):>8.0f}   "
+            f"{percentile(before, 0.5):.0f} / {percentile(before, 0.95):.0f} ({len(before)}); "
+            f"{percentile(after, 0.5):.0f} / {percentile(after, 0.95):.0f} ({len(after)})"
         )
     print(
         f"throughput: {total / elapsed:.1f} requests/s ({total} in {elapsed:.0f} s); errors seen by clients: {sum(stats.errors.values())}"
