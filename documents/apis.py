@@ -133,6 +133,7 @@ class DocumentCreateApi(RpcApi):
 
 class DocumentListApi(RpcApi):
     write_scope = False
+    replica_reads = True
 
     class Input(PaginationInput):
         collectionId = serializers.UUIDField(required=False)
@@ -463,6 +464,7 @@ class DocumentInfoOutput(DocumentOutput):
 
 class DocumentInfoApi(RpcApi):
     write_scope = False
+    replica_reads = True
     Input = IdInput
 
     @extend_schema(responses=envelope(DocumentInfoOutput))

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from config.csp import with_csp
 from config.errors import NotFound
+from config.replicas import reads_from_replica
 from documents import selectors, services
 from documents.code import code_line_shift
 from documents.diffs import text_diff
@@ -65,6 +66,7 @@ def _html(text: str, *, title: str, highlight: tuple[int, int] | None = None) ->
     return mark_safe(document_html(text, highlight=highlight, title=title))
 
 
+@reads_from_replica
 @require_GET
 @with_csp
 @login_required

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -131,6 +131,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Until a team exists, every page leads to the setup page that creates it and its owner.
     "permissions.members.middleware.SetupMiddleware",
+    # Innermost: routes the view's reads to a read replica when it may (config/replicas.py).
+    "config.replicas.ReplicaMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -191,6 +193,45 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # None leaves them unprepared, for a pooler that does not keep a session's prepared statements.
 # Django's own cursors never prepare either way.
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0 if _bool("DATABASE_PREPARED_STATEMENTS", True) else None
+
+# Read replicas (config/replicas.py): zero or more URLs of PostgreSQL hot standbys of the primary, as
+# replica_1, replica_2... Search, answers, graph and document reads go to a healthy one; writes, and a client's
+# reads for DATABASE_REPLICA_PIN_SECONDS after it wrote, go to the primary.
+DATABASE_REPLICAS: list[str] = []
+for _number, _url in enumerate((u.strip() for u in _env_value("DATABASE_REPLICA_URLS", env.list, []) if u.strip()), start=1):
+    _alias = f"replica_{_number}"
+    try:
+        DATABASES[_alias] = env.db_url_config(_url)
+    except Exception as exc:
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URLS entry {_number} is not a database URL: {exc}") from exc
+    DATABASES[_alias].update(
+        # A socket directory is written percent-encoded in a URL's host (postgres://user@%2Frun%2Fpg/db).
+        HOST=unquote(DATABASES[_alias].get("HOST", "")),
+        CONN_MAX_AGE=DATABASES["default"]["CONN_MAX_AGE"],
+        CONN_HEALTH_CHECKS=True,
+        # Tests and `migrate` treat it as the primary it copies: never created, flushed or migrated on its own.
+        TEST={"MIRROR": "default"},
+    )
+    DATABASES[_alias].setdefault("OPTIONS", {}).update(
+        prepare_threshold=DATABASES["default"]["OPTIONS"]["prepare_threshold"],
+        # A replica that is down must cost a request little before it is skipped.
+        connect_timeout=_positive_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2),
+    )
+    DATABASE_REPLICAS.append(_alias)
+DATABASE_REPLICA_MAX_LAG = _bounded_float("DATABASE_REPLICA_MAX_LAG", 5.0, 0.0, 3600.0)
+DATABASE_REPLICA_CHECK_INTERVAL = _bounded_float("DATABASE_REPLICA_CHECK_INTERVAL", 2.0, 0.0, 300.0)
+# At least the lag a replica in use can have (the bound, plus its age since the last check): a writer's
+# next reads then always see its write.
+DATABASE_REPLICA_PIN_SECONDS = _positive_int(
+    "DATABASE_REPLICA_PIN_SECONDS", int(DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL) + 1
+)
+if DATABASE_REPLICA_PIN_SECONDS < DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL:
+    raise ImproperlyConfigured(
+        f"DATABASE_REPLICA_PIN_SECONDS ({DATABASE_REPLICA_PIN_SECONDS}) must be at least DATABASE_REPLICA_MAX_LAG "
+        f"plus DATABASE_REPLICA_CHECK_INTERVAL ({DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL}): "
+        "a writer could read a replica that has not replayed its write yet"
+    )
+DATABASE_ROUTERS = ["config.replicas.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "permissions.User"

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from config.metrics import KIND_RERANK, provider_call
+from config.replicas import read_connection
 from documents.selectors import citation_places
 from permissions.models import User
 from rag.answering.confidence import Assessment, Evidence, assess_confidence
@@ -140,7 +140,7 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
     by_chunk = {p.chunk_id: p.n for p in passages}
     if len(by_chunk) < 2:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             """SELECT r.chunk_id, s.name, r.predicate, array_agg(t.chunk_id ORDER BY t.chunk_id), array_agg(t.name ORDER BY t.chunk_id)
                FROM graph_relations r

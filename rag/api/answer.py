@@ -153,6 +153,7 @@ class RagAnswerApi(RagApi):
 
     # A read: a read-scoped token's answer is logged but kept in no conversation (answer_request's `keep`).
     write_scope = False
+    replica_reads = True
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     class Input(serializers.Serializer):

@@ -26,8 +26,9 @@ import logging
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from config.replicas import read_connection
 from rag.corpus import milvus
 from rag.corpus.vector_index import vector_expression
 from rag.retrieval.hits import Hit
@@ -195,7 +196,7 @@ def vector_similarities(*, vector: list[float], chunk_ids: list[int], model_id: 
     """
     if not chunk_ids:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND model_id = %s",
             [vector_literal(vector), chunk_ids, model_id],
@@ -224,7 +225,7 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
     chunks' narrow columns and distance are materialised before the join with the scope: joined
     first, the planner would hash whole rows, vectors included (a spill to disk past a few thousand).
     """
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
             f" c AS MATERIALIZED (SELECT {_COLUMNS}, e.embedding <=> %s::vector AS distance"
@@ -316,7 +317,8 @@ def _sign_pass(
         is_visible = (
             f"WHERE EXISTS (SELECT FROM ({visible}) v WHERE v.id = r.document_id AND v.version = r.document_version OFFSET 0)"
         )
-    with transaction.atomic(), connection.cursor() as cursor:
+    reads = read_connection()
+    with transaction.atomic(using=reads.alias), reads.cursor() as cursor:
         # The collections' share of the table is unknown when the statement is planned (they come from the
         # viewer's access): the planner, guessing most of it, would read the whole table instead of the index.
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -390,7 +392,7 @@ def _visible_rows(scope: SearchScope, literal: str, *, model_id: str, chunk_ids:
     if not chunk_ids:
         return []
     visible, params = scope.named
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"SELECT {_COLUMNS}, 1 - (e.embedding <=> %(q)s::vector) FROM document_embeddings e"
             f" WHERE e.id = ANY(%(ids)s) AND e.model_id = %(model)s"
@@ -411,7 +413,8 @@ def _walk(
     whose chunks are far from the query costs a bounded walk and then an exact scan, not a crawl.
     """
     distance = f"({vector_expression(dimension, 'e')} <=> %s::vector({int(dimension)}))"
-    with transaction.atomic(), connection.cursor() as cursor:
+    reads = read_connection()
+    with transaction.atomic(using=reads.alias), reads.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [ef])
         cursor.execute("SET LOCAL hnsw.max_scan_tuples = %s", [min(MAX_SCAN_TUPLES, max(2 * ef, WALK_SLACK * walk))])

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from django.db import connection
-
+from config.replicas import read_connection
 from documents.models import Collection, Document, DocumentMembership
 from permissions.models import User
 from rag.corpus.milvus import quoted
@@ -169,7 +168,7 @@ def milvus_expression(scope: SearchScope) -> str | None:
     if scope.document_id is not None:
         return f'{team} and document == "{scope.document_id}"'
     visible, params = scope.whole_named
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(f"SELECT id FROM ({visible}) v LIMIT %(most)s", {**params, "most": MILVUS_DOCUMENT_LIST_MAX + 1})
         documents = [pk for (pk,) in cursor.fetchall()]
         if not documents:
