@@ -141,7 +141,29 @@ class Supervisor:
                 service.signal(signal.SIGKILL)
             if service.process is not None:
                 service.process.wait(10)
+                # The leader's exit is not its group's: the worker's pool and the beat it forked exit a moment
+                # later, and a stop means nothing of the service is left.
+                if not _group_gone(service.process.pid, timeout=STOP_TIMEOUT):
+                    log(f"{service.name}'s processes did not stop in {STOP_TIMEOUT:.0f} s; killing them")
+                    try:
+                        os.killpg(service.process.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    _group_gone(service.process.pid, timeout=5)
             log(f"{service.name} stopped")
+
+
+def _group_gone(pgid: int, *, timeout: float) -> bool:
+    """Wait until no process of the group `pgid` is left; whether none is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def stored_secret_key(path: Path) -> str:

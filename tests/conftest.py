@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from rest_framework.response import _MonkeyPatchedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
-# The pytest-xdist worker this process is ("gw0", "gw1", …), or "" when the suite runs in one process.
-XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ class TestBroker:
 
 
 @pytest.fixture(scope="session")
-def test_broker() -> Iterator[TestBroker]:
+def test_broker(worker_id: str) -> Iterator[TestBroker]:
     """CAIRN_TEST_BROKER_URL when set; otherwise a Redis of the tests' own (as `make run` starts one), on a socket under var/."""
     url = os.environ.get("CAIRN_TEST_BROKER_URL")
     if url:
@@ -48,7 +46,9 @@ def test_broker() -> Iterator[TestBroker]:
     from config.broker import EmbeddedRedis
 
     # Under pytest-xdist each worker has its own Redis, so one worker's Celery never takes another's tasks.
-    name = "test-redis" + (f"-{XDIST_WORKER}" if XDIST_WORKER else "")
+    # `worker_id` is pytest-xdist's ("gw0", "gw1", …; "master" in one process); not the environment's
+    # PYTEST_XDIST_WORKER, which a pytest run started by a test inherits.
+    name = "test-redis" + (f"-{worker_id}" if worker_id != "master" else "")
     server = EmbeddedRedis(ROOT / "var" / name, persist=False)
     process = server.start(log=ROOT / "var" / f"{name}.log")
     try:
@@ -93,7 +93,7 @@ def pytest_sessionstart(session) -> None:
 
     Under pytest-xdist only the controlling process does this: it finishes after every worker has.
     """
-    if XDIST_WORKER:
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker
         return
     from django.conf import settings
 
