@@ -29,8 +29,11 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 import re
+import subprocess
 import sys
+import types
 import unicodedata
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -64,73 +67,128 @@ def half(question_id: str) -> str:
     return "tune" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "held-out"
 
 
+def old_module(rev: str, path: str, name: str) -> types.ModuleType:
+    """`path` as it was at `rev`, as a module of its own."""
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    module = types.ModuleType(name)
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def retrievals(args: argparse.Namespace, questions: list[dict]) -> dict[str, tuple]:
+    """Each question's retrieval as rag.answer makes it (passages, facts, evidence gate), with the MiniLM vectors of
+    the question and of every sentence of its passages; kept in `--retrievals` so the answers can be made again
+    without searching (the answer's rules are what this benchmark compares)."""
+    cache_file = args.retrievals or Path(f"/tmp/cairn-bench-retrievals-{args.database}.pickle")
+    kept: dict[str, tuple] = pickle.loads(cache_file.read_bytes()) if cache_file.exists() else {}
+    missing = [q for q in questions if q["_id"] not in kept]
+    if missing:
+        from permissions.models import Team, User
+        from rag.answering.extractive import _sentences
+        from rag.answering.passages import retrieve
+        from rag.providers.embeddings import get_embedding_provider
+        from rag.retrieval.query import embed_query
+
+        team = Team.objects.get(name="2Wiki")  # the team bench/twowiki.py indexes into, whatever the dataset
+        user = User.objects.get(team=team, username="2wiki-reader")
+        provider = get_embedding_provider()
+        for i, q in enumerate(missing):
+            retrieval = retrieve(user=user, query=q["text"], limit=5)
+            texts = list(dict.fromkeys(s.text for p in retrieval.passages for s in _sentences(p)))
+            vectors = dict(zip(texts, provider.embed(texts), strict=True)) if texts else {}
+            kept[q["_id"]] = (retrieval, embed_query(q["text"]), vectors)
+            if i % 25 == 24:
+                cache_file.write_bytes(pickle.dumps(kept))
+                print(f"  retrieved {i + 1}/{len(missing)}", file=sys.stderr, flush=True)
+        cache_file.write_bytes(pickle.dumps(kept))
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--database", default="cairn_bench_2wiki")
     parser.add_argument("--queries", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--before", default=None, help="git revision of the 'before' rules (default: merge base with main)")
+    parser.add_argument("--retrievals", type=Path, default=None, help="where the retrievals are kept (default: /tmp)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each question the answer misses")
     parser.add_argument("--dump", type=Path, default=None, help="write each question's answer as JSON lines")
     args = parser.parse_args()
     os.environ["CAIRN_EMBEDDED_DATABASE"] = args.database
+    before_rev = (
+        args.before
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
 
     import django
 
     django.setup()
-    from permissions.models import Team, User
-    from rag.answering.answer import answer_complete, answer_request
+    import numpy as np
 
-    team = Team.objects.get(name="2Wiki")  # the team bench/twowiki.py indexes into, whatever the dataset
-    user = User.objects.get(team=team, username="2wiki-reader")
+    from rag.answering import extractive
+    from rag.answering.answer import MODE_EXTRACTIVE, MODE_INSUFFICIENT, answer_confidence
+    from rag.answering.citations import clean_citations
+    from rag.models import Confidence
+
     questions = [json.loads(line) for line in (args.dataset / "queries.train.jsonl").open()]
     questions = sorted(questions, key=lambda q: q["_id"])[: args.queries]
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
-    totals: dict[str, Counter] = defaultdict(Counter)
-    reliability: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    kept = retrievals(args, questions)
+    before = old_module(before_rev, "rag/answering/extractive.py", "extractive_before")
+    rules = {f"before ({before_rev[:7]})": before, "now": extractive}
     dump = args.dump.open("w") if args.dump else None
-    for q in questions:
-        gold = [q["answer"], *q.get("answer_aliases", [])]
-        record = answer_complete(answer_request(user=user, query=q["text"], keep=False, fresh=True))
-        cited = "\n".join(c["context"] for c in record.citations)
-        right = contains(record.answer, gold)
-        row = {"in answer": right, "in cited": contains(cited, gold)}
-        for part in ("all", half(q["_id"])):
-            totals[part]["questions"] += 1
-            totals[part].update(k for k, v in row.items() if v)
-            reliability[(part, record.confidence)]["count"] += 1
-            reliability[(part, record.confidence)]["right"] += right
-        if args.verbose and not right:
-            print(f"  MISS {q['text']} -> {q['answer']!r}\n    {record.answer[:600]!r}")
-        if dump:
-            dump.write(
-                json.dumps(
-                    {
-                        "id": q["_id"],
-                        "question": q["text"],
-                        "gold": gold,
-                        **row,
-                        "confidence": record.confidence,
-                        "answer": record.answer,
-                        "cited": [c["document"]["title"] for c in record.citations],
-                    }
-                )
-                + "\n"
-            )
-    print(f"dataset: {args.dataset.name}, {len(questions)} questions")
-    print("| questions | n | gold in answer | gold in cited passages |")
-    print("|---|---|---|---|")
-    for part in ("tune", "held-out", "all"):
-        t = totals[part]
-        n = max(1, t["questions"])
-        print(f"| {part} | {t['questions']} | {t['in answer'] / n:.3f} | {t['in cited'] / n:.3f} |")
-    print("| questions | level | count | share of answers | right (gold in answer) |")
-    print("|---|---|---|---|---|")
-    for part in ("tune", "held-out", "all"):
-        n = max(1, totals[part]["questions"])
-        for level in LEVELS:
-            c = reliability[(part, level)]
-            share = f"{c['right'] / c['count']:.3f}" if c["count"] else "-"
-            print(f"| {part} | {level} | {c['count']} | {c['count'] / n:.3f} | {share} |")
+    print(f"dataset: {args.dataset.name}, {len(questions)} questions; passages: 5, extractive (no LLM)")
+    for name, module in rules.items():
+        totals: dict[str, Counter] = defaultdict(Counter)
+        reliability: dict[tuple[str, str], Counter] = defaultdict(Counter)
+        for q in questions:
+            retrieval, query_vector, vectors = kept[q["_id"]]
+            gold = [q["answer"], *q.get("answer_aliases", [])]
+            question = np.asarray(query_vector, dtype=np.float32)
+
+            def similarity(query: str, texts: list[str]) -> list[float]:
+                return [float(np.asarray(vectors[t], dtype=np.float32) @ question) for t in texts]  # noqa: B023
+
+            passages = {p.n: p for p in retrieval.passages}
+            if retrieval.confidence == Confidence.INSUFFICIENT:
+                text, mode, support = extractive.INSUFFICIENT_ANSWER, MODE_INSUFFICIENT, None
+            else:
+                made = module.extract(retrieval.query, retrieval.passages, facts=retrieval.facts, similarity=similarity)
+                text = made.text
+                mode = MODE_INSUFFICIENT if text == extractive.INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
+                support = made.support() if hasattr(made, "support") else None
+            text, cited = clean_citations(text, set(passages))
+            level = str(answer_confidence(passages, mode=mode, cited=cited, support=support).level)
+            cited_text = "\n".join(passages[n].text for n in cited)
+            right = contains(text, gold)
+            row = {"in answer": right, "in cited": contains(cited_text, gold)}
+            for part in ("all", half(q["_id"])):
+                totals[part]["questions"] += 1
+                totals[part].update(k for k, v in row.items() if v)
+                reliability[(part, level)]["count"] += 1
+                reliability[(part, level)]["right"] += right
+            if args.verbose and not right and name == "now":
+                print(f"  MISS {q['text']} -> {q['answer']!r}\n    {text[:600]!r}")
+            if dump and name == "now":
+                record = {"id": q["_id"], "question": q["text"], "gold": gold, **row, "confidence": level, "answer": text}
+                dump.write(json.dumps(record) + "\n")
+        print(f"\nrules: {name}")
+        print("| questions | n | gold in answer | gold in cited passages |")
+        print("|---|---|---|---|")
+        for part in ("tune", "held-out", "all"):
+            t = totals[part]
+            n = max(1, t["questions"])
+            print(f"| {part} | {t['questions']} | {t['in answer'] / n:.3f} | {t['in cited'] / n:.3f} |")
+        print("| questions | level | count | share of answers | right (gold in answer) |")
+        print("|---|---|---|---|---|")
+        for part in ("tune", "held-out", "all"):
+            n = max(1, totals[part]["questions"])
+            for level_name in LEVELS:
+                c = reliability[(part, level_name)]
+                share = f"{c['right'] / c['count']:.3f}" if c["count"] else "-"
+                print(f"| {part} | {level_name} | {c['count']} | {c['count'] / n:.3f} | {share} |")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,11 @@ DATE = re.compile(
     rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{3,4}}|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{3,4}}"
     rf"|{_MONTH},?\s+\d{{3,4}}|(?<![\d,.])\d{{3,4}}(?:\s*(?:AD|BC|CE|BCE))?(?![\d,]|\.\d))\b"
 )
-NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s*(?:%|percent|per cent|million|billion|thousand|hundred))?")
+# A number with its unit or the noun it counts ("25 days", "1,200 reels", "98%").
+NUMBER = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s*(?:%|percent|per cent|million|billion|thousand|hundred))?"
+    r"(?:\s+(?!(?:of|and|or|in|on|at|to|the|a|an|is|was|were|are|by|for|from|with)\b)[a-z]+)?"
+)
 # A name: capitalised words, joined by a few lower-case particles ("Duke of York", "Ludwig van Beethoven").
 _NAME = r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|da|di|von|van|der|del|la|le|du|bin|ibn|al|y)\s+)*[A-Z][\w'’.-]*)*"
 NAME = re.compile(rf"(?<![\w'’-]){_NAME}")
@@ -190,6 +194,10 @@ def _answer_type(text: str, words: str, yes_no: bool, relation: str | None) -> A
     if words.startswith((" who ", " whom ", " whose ")) or re.search(r"\bwho\b", text, re.I):
         return AnswerType.PERSON
     return AnswerType.OTHER
+
+
+# A life's range in parentheses after a name: "(3 May 1950 – 12 June 2004)", "(1341–1413)".
+LIFE_RANGE = re.compile(r"\([^()]*\d{3,4}[^()\d]*?\s*[–—-]\s*[^()]*\d{3,4}[^()]*\)")
 
 
 def dates(sentence: str) -> list[str]:

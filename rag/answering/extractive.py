@@ -424,6 +424,9 @@ TYPE_WORDS = _terms(
     "nationality country countries place city town state date year day birthplace birth death when where name who age"
 )
 
+# Words that name the relation asked about: a sentence that states it by its form ("(1950 – 2004)") answers them.
+RELATION_WORDS = _terms("born birth die died death released release founded established nationality")
+
 
 def _ours(path: multihop.Path) -> tuple[Sentence, ...]:
     """A path's sentences, which are this module's (multihop reads them through a protocol)."""
@@ -454,7 +457,8 @@ def _typed(
             )
         return _Typed()
     path = multihop.best_path(query, question, by_n, titles, link_map, relevance.score)
-    if path is None or relevance.answered(TYPE_WORDS).score(*_ours(path)) < MIN_SCORE:
+    answered = TYPE_WORDS | (RELATION_WORDS if path and path.relation_held else frozenset())
+    if path is None or relevance.answered(answered).score(*_ours(path)) < MIN_SCORE:
         return _Typed()
     return _Typed(
         lead=f"{path.span} [{path.answer.n}].",

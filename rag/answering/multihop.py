@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rag.answering.answer_types import AnswerType, Question, date_key, number_value, relation_span, spans
+from rag.answering.answer_types import LIFE_RANGE, AnswerType, Question, date_key, number_value, relation_span, spans
 from rag.corpus.names import entity_key, normalised_text
 
 # Relations a sentence states by other words than the question's: a question's role noun -> what a
@@ -52,8 +52,10 @@ RELATION_CUES: dict[str, tuple[str, ...]] = {
     "death": ("died", "death", "d.", "killed", "buried"),
     "release": ("released", "release", "premiered", "published", "film", "album", "song", "single", "novel", "book"),
     "founding": ("founded", "established", "formed", "created", "opened", "built"),
-    "nationality": ("national", "citizen", "country", "born"),
+    "nationality": ("national", "nationality", "citizen", "citizenship"),
 }
+# What states a nationality without a cue word: the adjective itself ("a Norwegian director").
+NATIONALITY_ADJECTIVE = re.compile(r"^[A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch)$")
 # How much the answer's sentence stating the relation asked about, and a bridge holding the role, weigh
 # beside the path's relevance (0-1). Chosen on the tuning half of the training questions.
 RELATION_WEIGHT = 0.4
@@ -185,7 +187,12 @@ def _answer_candidates(
             span = spans[0] if spans else None
         if span:
             cues = RELATION_CUES.get(question.relation or "", ())
-            out.append((s, span, bool(cues) and _has_cue(s.text, cues)))
+            by_cue = bool(cues) and _has_cue(s.text, cues)
+            if question.relation in ("birth", "death") and question.type == AnswerType.DATE:
+                by_cue = by_cue or bool(LIFE_RANGE.search(s.text))  # "(1950 – 2004)" states both
+            if question.relation == "nationality":
+                by_cue = by_cue or bool(NATIONALITY_ADJECTIVE.match(span))
+            out.append((s, span, by_cue))
     return out
 
 
@@ -310,7 +317,7 @@ def _comparable(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
 
 def _same_place(a: str, b: str) -> bool | None:
     """Whether two places are the same, when they are the same kind (two nationalities, or two names); else None."""
-    adjective = re.compile(r"^[A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch)$")
+    adjective = NATIONALITY_ADJECTIVE
     if bool(adjective.match(a)) != bool(adjective.match(b)):
         return None
     ka, kb = entity_key(a), entity_key(b)
