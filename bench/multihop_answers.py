@@ -71,6 +71,7 @@ def old_module(rev: str, path: str, name: str) -> types.ModuleType:
     """`path` as it was at `rev`, as a module of its own."""
     source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up there
     exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
     return module
 

@@ -58,8 +58,12 @@ _NAME = r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|da|di|von|van|der|del|la|le|du|bin|i
 NAME = re.compile(rf"(?<![\w'’-]){_NAME}")
 # A place after the prepositions that introduce one, with a region after a comma ("Glen Cove, New York").
 PLACE = re.compile(rf"\b(?:in|at|from|near)\s+(?:the\s+)?({_NAME}(?:,\s+{_NAME})*)")
-# A nationality or people: "American", "French", "Danish", "Japanese", "Israeli" (before a noun or as the noun).
-NATIONALITY = re.compile(r"\b[A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch)\b")
+# A nationality as prose writes one: after an article (and perhaps a year), before a noun ("an American
+# director", "a 1964 Italian film", "a Hungarian-Australian director").
+NATIONALITY = re.compile(
+    r"\b(?:an|An|a|A)\s+(?:(?:\d{4}|[a-z]+)\s+)?([A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch))(?=-?\s*[A-Za-z])"
+)
+_ADJECTIVE = re.compile(r"^[A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch)$")
 
 # Capitalised because they start a sentence, or common words and months: never a name on their own.
 _NOT_NAMES = frozenset(
@@ -242,7 +246,11 @@ def places(sentence: str) -> list[str]:
     """Places as prose introduces them ("in Glen Cove, New York"), then nationality adjectives ("an American actor")."""
     found = [m.group(1).rstrip(".,") for m in PLACE.finditer(sentence)]
     found = [p for p in found if p.split()[0].lower() not in _NOT_NAMES]
-    return found + [m.group(0) for m in NATIONALITY.finditer(sentence) if m.group(0).lower() not in _NOT_NAMES]
+    return found + nationalities(sentence)
+
+
+def nationalities(sentence: str) -> list[str]:
+    return [m.group(1) for m in NATIONALITY.finditer(sentence) if m.group(1).lower() not in _NOT_NAMES]
 
 
 def numbers(sentence: str) -> list[str]:
@@ -271,10 +279,13 @@ def spans(sentence: str, question: Question, *, exclude: str = "") -> list[str]:
         found = places(sentence)
         if question.relation == "nationality":
             # A nationality or a country: the adjective ("Norwegian") first, then each place's broadest part.
-            adjectives = [m.group(0) for m in NATIONALITY.finditer(sentence) if m.group(0).lower() not in _NOT_NAMES]
+            adjectives = nationalities(sentence)
             found = adjectives + [p.split(",")[-1].strip() for p in found if p not in adjectives]
+        elif question.relation in ("birth", "death"):
+            found = [p for p in found if p not in nationalities(sentence)]  # born "in" a place, not "an American"
     elif kind == AnswerType.PERSON:
-        found = names(sentence)
+        # A person is named, not described: "French" alone is no one.
+        found = [n for n in names(sentence) if not (len(n.split()) == 1 and _ADJECTIVE.match(n))]
     else:
         return []
     asked = _words(exclude)

@@ -402,9 +402,9 @@ def _stuffed(sentence: Sentence, relevance: Relevance) -> bool:
     asked = [w for w in words if w in relevance.weights]
     if not asked:
         return False
-    if len(words) < 6:  # "Night Train is a 1998 film." is short, not stuffed
-        return max(asked.count(w) for w in set(asked)) >= STUFFED_REPEATS
-    return len(asked) / len(words) >= STUFFED_SHARE or max(asked.count(w) for w in set(asked)) >= STUFFED_REPEATS
+    share, repeats = len(asked) / len(words), max(asked.count(w) for w in set(asked))
+    # A long name repeats its words ("Ludwig Ferdinand of Bavaria"), but a sentence still says something of it.
+    return (len(words) >= 6 and share >= STUFFED_SHARE) or (repeats >= STUFFED_REPEATS and share >= 0.5)
 
 
 @dataclass(frozen=True)
@@ -460,6 +460,9 @@ def _typed(
     answered = TYPE_WORDS | (RELATION_WORDS if path and path.relation_held else frozenset())
     if path is None or relevance.answered(answered).score(*_ours(path)) < MIN_SCORE:
         return _Typed()
+    if not path.roles_held:
+        # "The director of X" and no sentence names X's director: a date of X's own is no answer to lead with.
+        return _Typed(groups=(_ours(path),), method="sentences", hops=len(path.sentences))
     return _Typed(
         lead=f"{path.span} [{path.answer.n}].",
         groups=(_ours(path),),

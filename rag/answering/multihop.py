@@ -39,7 +39,7 @@ ROLE_CUES: dict[str, tuple[str, ...]] = {
     "husband": ("married", "husband", "spouse", "widower"),
     "spouse": ("married", "wife", "husband", "spouse"),
     "director": ("directed", "director"),
-    "composer": ("composed", "composer", "music by", "score by"),
+    "composer": ("composed", "composer", "music by", "score by", "written by", "wrote", "songwriter"),
     "performer": ("performed", "performer", "sung by", "recorded by", "singer", "by"),
     "producer": ("produced", "producer"),
     "writer": ("written", "writer", "wrote", "author"),
@@ -119,6 +119,13 @@ def roles(query: str) -> list[str]:
     """The role nouns the question asks through ("the director of", "X's mother"), in the order it names them."""
     words = normalised_text(query).split()
     return [w for w in words if w in ROLE_CUES]
+
+
+def bridged_roles(query: str, question: Question) -> list[str]:
+    """The roles a path must cross by a bridge: all that the question asks through, save the person it asks for
+    ("Who is the mother of the director of X?" asks for the mother, whom the director's page names)."""
+    asked = roles(query)
+    return asked[1:] if question.type == AnswerType.PERSON else asked
 
 
 def named(query: str, titles: dict[int, str]) -> list[int]:
@@ -216,7 +223,7 @@ def best_path(
     starts = starts if starts is not None else named(query, titles)
     if not starts:
         return None
-    asked_roles = roles(query)
+    asked_roles = bridged_roles(query, question)
     role_cues = tuple(c for r in asked_roles for c in ROLE_CUES[r])
     best: Path | None = None
     for start in starts:
@@ -278,9 +285,12 @@ def compare(
         if path is None:
             return None
         if roles(query) and len(path.sentences) < 2:
-            # "Which film has the director born first": each side's fact is its director's, a hop away.
+            # "Which film has the director born first": each side's fact is its director's, a hop away; the
+            # film's own date is no answer to it.
             linked = best_path(query, fact_question, by_n, titles, link_map, score, starts=[n])
-            path = linked if linked and len(linked.sentences) >= 2 else path
+            if linked is None or len(linked.sentences) < 2:
+                return Comparison(sides=tuple(read) + ((side, path),), lead=None) if len(read) == 1 else None
+            path = linked
         read.append((side, path))
     (a, pa), (b, pb) = read
     lead = None
