@@ -60,9 +60,7 @@ NAME = re.compile(rf"(?<![\w'’-]){_NAME}")
 PLACE = re.compile(rf"\b(?:in|at|from|near)\s+(?:the\s+)?({_NAME}(?:,\s+{_NAME})*)")
 # A nationality as prose writes one: after an article (and perhaps a year), before a noun ("an American
 # director", "a 1964 Italian film", "a Hungarian-Australian director").
-NATIONALITY = re.compile(
-    r"\b(?:an|An|a|A)\s+(?:(?:\d{4}|[a-z]+)\s+)?([A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch))(?=-?\s*[A-Za-z])"
-)
+NATIONALITY = re.compile(r"\b(?:an|An|a|A)\s+(?:(?:\d{4}|[a-z]+)\s+)?([A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch))\b(?=-?\s*[A-Za-z])")
 _ADJECTIVE = re.compile(r"^[A-Z][a-z]+(?:an|ian|ese|ish|ic|i|ch)$")
 
 # Capitalised because they start a sentence, or common words and months: never a name on their own.
@@ -129,7 +127,9 @@ def _yes_no_sides(text: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> str:
-    return " " + " ".join(re.findall(r"[\w'’]+", text.lower())) + " "
+    """`text` lower-cased as words between spaces, a possessive's "'s" dropped ("Hohenberg's" is Hohenberg)."""
+    words = re.findall(r"[\w'’]+", text.lower())
+    return " " + " ".join(re.sub(r"['’]s?$", "", w) for w in words) + " "
 
 
 def _has_any(words: str, phrases: tuple[str, ...]) -> bool:

@@ -458,6 +458,9 @@ def _typed(
         return _Typed()
     path = multihop.best_path(query, question, by_n, titles, link_map, relevance.score)
     answered = TYPE_WORDS | (RELATION_WORDS if path and path.relation_held else frozenset())
+    if path and path.roles_held:
+        # "son of X" answers "mother" and "father": the role's words are held by the bridge that crosses it.
+        answered |= _terms(" ".join(multihop.roles(query)))
     if path is None or relevance.answered(answered).score(*_ours(path)) < MIN_SCORE:
         return _Typed()
     if not path.roles_held:

@@ -115,10 +115,25 @@ def _has_cue(text: str, cues: Sequence[str]) -> bool:
     return any(f" {normalised_text(cue)} " in words for cue in cues)
 
 
+# A role asked by its verb ("Who directed X?" asks for X's director).
+ROLE_VERBS = {
+    "directed": "director",
+    "composed": "composer",
+    "wrote": "writer",
+    "written": "writer",
+    "produced": "producer",
+    "performed": "performer",
+    "sang": "performer",
+    "founded": "founder",
+    "created": "creator",
+    "married": "spouse",
+}
+
+
 def roles(query: str) -> list[str]:
     """The role nouns the question asks through ("the director of", "X's mother"), in the order it names them."""
     words = normalised_text(query).split()
-    return [w for w in words if w in ROLE_CUES]
+    return [ROLE_VERBS.get(w, w) for w in words if w in ROLE_CUES or w in ROLE_VERBS]
 
 
 def bridged_roles(query: str, question: Question) -> list[str]:
@@ -199,6 +214,10 @@ def _answer_candidates(
                 by_cue = by_cue or bool(LIFE_RANGE.search(s.text))  # "(1950 – 2004)" states both
             if question.relation == "nationality":
                 by_cue = by_cue or bool(NATIONALITY_ADJECTIVE.match(span))
+            if question.type == AnswerType.PERSON:
+                # A person is the answer when the sentence names them in the role asked ("son of X" for a father).
+                asked = roles(exclude)[:1]
+                by_cue = bool(asked) and _has_cue(s.text, ROLE_CUES[asked[0]])
             out.append((s, span, by_cue))
     return out
 
@@ -246,7 +265,8 @@ def best_path(
                             sentences=chain,
                             span=span,
                             score=value,
-                            relation_held=by_cue or question.relation not in RELATION_CUES,
+                            relation_held=by_cue
+                            or (question.relation not in RELATION_CUES and question.type != AnswerType.PERSON),
                             roles_held=held == len(asked_roles),
                         )
                 if hops < MAX_HOPS:
