@@ -379,7 +379,7 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             (
                 "invalid_query",
                 "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights, "
-                "tags, explain.",
+                "tags, explain, includeGraph.",
             ),
         ),
         (
