@@ -439,7 +439,7 @@ def _typed(
     """The answer along the question's path (rag.answering.multihop), when its sentences hold enough of the question."""
     question = read_question(query)
     titles = {p.n: p.title for p in passages}
-    link_map = multihop.links(by_n, titles, facts)
+    link_map = multihop.links(by_n, facts)
     if question.sides:
         comparison = multihop.compare(query, question, by_n, titles, link_map, relevance.score)
         if comparison is not None:

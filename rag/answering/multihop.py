@@ -2,8 +2,8 @@
 sentence that states the kind of answer the question asks for.
 
 "Where was the director of Night Train born?" names Night Train. Its passage names Vera Lind, a
-document of its own, in the sentence that says she directed it (a *bridge*: the graph's fact, or the
-document's title written in the text), and Vera Lind's passage says where she was born. The answer
+document of its own, in the sentence that says she directed it (a *bridge*: the graph's fact that
+the passage names her document), and Vera Lind's passage says where she was born. The answer
 leads with that span ("Oslo") and quotes the sentence of each hop, each cited.
 
 A comparison ("Who was born first, A or B?", "Are X and Y from the same country?") reads the same
@@ -168,13 +168,11 @@ def side_passage(side: str, titles: dict[int, str]) -> int | None:
     return min(near) if near else None
 
 
-def links(
-    by_n: Mapping[int, Sequence[Sentence]], titles: dict[int, str], facts: Sequence
-) -> dict[int, list[tuple[int, Sentence]]]:
+def links(by_n: Mapping[int, Sequence[Sentence]], facts: Sequence) -> dict[int, list[tuple[int, Sentence]]]:
     """For each passage, the passages whose document one of its sentences names, with that sentence.
 
-    The graph's facts say which documents a passage names; a passage's text that writes another
-    passage's title names it as well (the same rule the graph's extractor reads titles by).
+    The graph's facts say which documents a passage names (none without the graph: `includeGraph`);
+    the bridge is the passage's first sentence that writes the name.
     """
     found: dict[int, dict[int, Sentence]] = {}
 
@@ -188,12 +186,6 @@ def links(
 
     for fact in facts:
         add(fact.n, fact.target_n, fact.target)
-    for n in by_n:
-        for m, title in titles.items():
-            add(n, m, title)
-            stripped = re.sub(r"\s*\([^)]*\)\s*$", "", title)
-            if stripped != title and len(stripped.split()) >= 2:
-                add(n, m, stripped)
     return {n: list(targets.items()) for n, targets in found.items()}
 
 
