@@ -191,11 +191,11 @@ def _answer_type(text: str, words: str, yes_no: bool, relation: str | None) -> A
             "nationality",
             "what region",
             "which region",
-            "where",
         ),
     ):
         return AnswerType.PLACE
-    if words.startswith((" who ", " whom ", " whose ")) or re.search(r"\bwho\b", text, re.I):
+    # Only a question's own wh-word: "the band who ..." and "the city where ..." ask for something else.
+    if words.startswith((" who ", " whom ", " whose ")):
         return AnswerType.PERSON
     return AnswerType.OTHER
 

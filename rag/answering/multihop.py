@@ -257,8 +257,10 @@ def best_path(
                             sentences=chain,
                             span=span,
                             score=value,
+                            # A date or number of a relation no cue names ("when did it end?") may be any of
+                            # the dates a sentence gives: only a place is taken on the sentence's word.
                             relation_held=by_cue
-                            or (question.relation not in RELATION_CUES and question.type != AnswerType.PERSON),
+                            or (question.relation not in RELATION_CUES and question.type == AnswerType.PLACE),
                             roles_held=held == len(asked_roles),
                         )
                 if hops < MAX_HOPS:

@@ -67,6 +67,7 @@ def answer(question: str, passages: list[Passage] = ARCHIVE, facts: list[Fact] =
         ("How many films did Vera Lind direct?", AnswerType.NUMBER, None),
         ("Is the office open on Sundays?", AnswerType.YES_NO, None),
         ("Why is the sky blue?", AnswerType.OTHER, None),
+        ("What is the name of the bridge in the town where Vera Lind was born?", AnswerType.OTHER, "birth"),
     ],
 )
 def test_the_expected_answer_type_comes_from_the_wh_word_and_the_head_noun(
