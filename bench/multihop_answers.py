@@ -1,15 +1,16 @@
 """Multi-hop extractive answers: is the gold answer in the answer, in the passages it cites, and is "high" right?
 
-Asks each training question of 2WikiMultiHopQA (or MuSiQue) through the real answer flow with no LLM
-(rag.answer's extractive mode: retrieval as the asker, the evidence gate, the graph's facts, the
-extractive answer, its confidence), over the corpus bench/twowiki.py indexed into its database, and
-reports:
+Asks each training question of 2WikiMultiHopQA (or MuSiQue) as rag.answer does with no LLM: retrieval
+as the asker (hybrid search with the graph, 5 passages, the evidence gate, the graph's facts), then the
+extractive answer and its confidence, over the corpus bench/twowiki.py indexed into its database. The
+retrievals are kept (`--retrievals`, by default in /tmp) with the MiniLM vectors of the question and
+of every sentence of its passages, so that the answer's rules can be compared on the same retrievals:
+the rules at `--before` (default: the merge base with main, loaded from git) and this tree's, in one run.
 
-  in answer   the share of questions whose gold answer (or one of its aliases) is in the answer's text
-  in cited    the share whose gold answer is in the passages the answer cites
-  retrieved   the share whose gold answer is in any of the passages the answer could use
-  reliability each confidence level: how many answers have it, and the share of them that are right
-              (gold in the answer's text)
+  in answer    the share of questions whose gold answer (or an alias) is in the answer's text
+  in cited     the share whose gold answer is in the passages the answer cites
+  reliability  each confidence level: how many answers have it, and the share of them that are right
+               (gold in the answer's text)
 
 Matching is SQuAD's normalisation (lower case, accents, punctuation and articles dropped), on word
 boundaries. The questions are split in two halves by a hash of their id: rules are tuned on the
@@ -17,7 +18,8 @@ first ("tune") and reported on both, so a gain that holds only on the questions 
 
 Data: ../shared/datasets/2wiki and ../shared/datasets/musique (see their README.md), indexed first
 with bench/twowiki.py into cairn_bench_2wiki and cairn_bench_musique.
-Takes: about 2 minutes for 2Wiki's 500 questions and 1 for MuSiQue's 149 once indexed.
+Takes: the first run retrieves (about 2 s a question on quiet cores, far more on shared ones); later
+runs, on the kept retrievals, take seconds.
 
 Reproduce:  .venv/bin/python bench/multihop_answers.py
             .venv/bin/python bench/multihop_answers.py --dataset ../shared/datasets/musique --database cairn_bench_musique
