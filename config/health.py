@@ -1,10 +1,18 @@
-"""/health: database and broker status, 503 when the database is down."""
+"""/health: database and broker status, 503 when the database is down; and what this process has loaded.
+
+`models` says whether the process that answered holds its embedding model ("loaded (all-MiniLM-L6-v2)") or
+not yet. It does not change the status: under gunicorn and `make run` a worker loads the model before it takes
+any request (config.warmup), so a worker that answers /health has it; a process without the warm-up (the
+development server, a test client) loads it on its first search.
+"""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+
+from config import warmup
 
 
 def _database() -> str:
@@ -33,6 +41,5 @@ def _broker() -> str:
 def health(request: HttpRequest) -> JsonResponse:
     database, broker = _database(), _broker()
     healthy = database.startswith("ok") and not broker.startswith("error")
-    return JsonResponse(
-        {"status": "ok" if healthy else "error", "database": database, "broker": broker}, status=200 if healthy else 503
-    )
+    body = {"status": "ok" if healthy else "error", "database": database, "broker": broker, **warmup.state()}
+    return JsonResponse(body, status=200 if healthy else 503)

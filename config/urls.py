@@ -6,7 +6,8 @@ from rest_framework.permissions import AllowAny
 
 from config.health import health
 from config.metrics import metrics_view
-from documents.pages import document_original, document_page, import_page
+from connectors.pages import sources_page
+from documents.pages import document_by_title, document_original, document_page, import_page
 from permissions.oidc import sso_callback_page, sso_start_page
 from permissions.pages import admin_login_page, login_page, logout_page
 from permissions.password_reset import (
@@ -32,9 +33,11 @@ urlpatterns = [
     path("documents", documents_page, name="documents"),
     path("collections/<uuid:collection_id>", collection_page, name="collection"),
     path("doc/<uuid:document_id>", document_page, name="document"),
+    path("doc/title/<path:title>", document_by_title, name="document-by-title"),
     path("doc/<uuid:document_id>/original", document_original, name="document-original"),
     path("doc/<uuid:document_id>/", include("documents.page_urls")),
     path("import", import_page, name="import"),
+    path("sources", sources_page, name="sources"),
     path("login", login_page, name="login"),
     path("logout", logout_page, name="logout"),
     path("", include("documents.collection_pages")),
@@ -52,6 +55,7 @@ urlpatterns = [
     path("api/schema/docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]), name="schema-docs"),
     path("api/", include("permissions.urls")),
     path("api/", include("documents.urls")),
+    path("api/", include("connectors.urls")),
     path("api/", include("rag.urls")),
 ]
 

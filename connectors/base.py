@@ -45,6 +45,25 @@ class SourceItem:
     state: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ConfigField:
+    """One field of a kind's configuration or secrets, as the Sources page and `sources.kinds` describe it.
+
+    A kind lists them in `fields` and `secret_fields` (class attributes, optional); `from_config` still
+    validates everything itself.
+    """
+
+    name: str
+    label: str
+    required: bool = False
+    help: str = ""
+    # The values it may take, shown as a choice; empty: free text.
+    choices: tuple[str, ...] = ()
+    default: str | int | bool | None = None
+    # "text", "number", "boolean", "lines" (a list of strings, one per line).
+    type: str = "text"
+
+
 class SourceError(Exception):
     """The source as a whole cannot be read (unreachable host, bad credentials, bad configuration).
 

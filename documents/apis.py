@@ -62,6 +62,10 @@ class DocumentOutput(serializers.Serializer):
     updatedAt = serializers.DateTimeField(source="updated_at")
     publishedAt = serializers.DateTimeField(source="published_at", allow_null=True)
     archivedAt = serializers.DateTimeField(source="archived_at", allow_null=True)
+    origin = serializers.CharField(
+        allow_blank=True,
+        help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit, a bucket key); else empty.",
+    )
 
 
 class CollectionOutput(serializers.Serializer):
@@ -129,6 +133,7 @@ class DocumentCreateApi(RpcApi):
 
 class DocumentListApi(RpcApi):
     write_scope = False
+    replica_reads = True
 
     class Input(PaginationInput):
         collectionId = serializers.UUIDField(required=False)
@@ -459,6 +464,7 @@ class DocumentInfoOutput(DocumentOutput):
 
 class DocumentInfoApi(RpcApi):
     write_scope = False
+    replica_reads = True
     Input = IdInput
 
     @extend_schema(responses=envelope(DocumentInfoOutput))

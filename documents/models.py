@@ -189,6 +189,10 @@ class Document(models.Model):
         help_text="Topics to filter search, answers and lists by, separated by commas.",
     )
 
+    # Where a reader finds the original, for a document a source keeps in sync (connectors): a URL,
+    # "path@commit", "s3://bucket/key", a file on the server. Shown on the page and in citations.
+    origin = models.CharField(max_length=2048, blank=True, default="")
+
     objects = DocumentQuerySet.as_manager()
 
     class Meta:
@@ -284,6 +288,7 @@ class SourceFormat(models.TextChoices):
     HTML = "html", "HTML"
     PDF = "pdf", "PDF"
     DOCX = "docx", "Word (DOCX)"
+    CODE = "code", "Source code"
 
 
 class Source(models.Model):

@@ -24,7 +24,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from config.csp import with_csp
 from config.errors import NotFound
+from config.replicas import reads_from_replica
 from documents import selectors, services
+from documents.code import code_line_shift
 from documents.diffs import text_diff
 from documents.index_state import index_state
 from documents.models import Document, DocumentVersion, Source, SourceFormat, import_storage
@@ -64,6 +66,7 @@ def _html(text: str, *, title: str, highlight: tuple[int, int] | None = None) ->
     return mark_safe(document_html(text, highlight=highlight, title=title))
 
 
+@reads_from_replica
 @require_GET
 @with_csp
 @login_required
@@ -87,6 +90,8 @@ def document_page(request: AuthenticatedHttpRequest, document_id: uuid.UUID) -> 
             "stale": stale,
             "cited_version": version,
             "source": source,
+            # Only a web address is a link: a path on a server or "path@commit" is shown as text.
+            "origin_is_link": document.origin.startswith(("https://", "http://")),
             "cited": _cited_place(document, source, highlight) if highlight else None,
             "index_state": index_state(document),
             "can_write": can_write,
@@ -111,7 +116,7 @@ def _cited_place(document: Document, source: Source | None, highlight: tuple[int
     if source is not None and source.page_map and source.document_version == document.version:
         page = source.page_of(highlight[0])
         return CitedPlace(location=f"{where}#page={page}", href=f"{source.original_url}#page={page}")
-    first = document.text.count("\n", 0, highlight[0]) + 1
+    first = max(1, document.text.count("\n", 0, highlight[0]) + 1 - code_line_shift(document.text))
     last = first + document.text.count("\n", highlight[0], max(highlight[0], highlight[1] - 1))
     return CitedPlace(location=f"{where}:{first}-{last}", href=None)
 
@@ -307,6 +312,16 @@ def document_version_restore(request: AuthenticatedHttpRequest, document_id: uui
 # PDFs open in the browser's viewer (at the cited page with #page=N); anything else is a download,
 # so an imported HTML file can never run as a page of this site.
 _INLINE_TYPES: dict[str, str] = {SourceFormat.PDF: "application/pdf"}
+
+
+@require_GET
+@login_required
+def document_by_title(request: AuthenticatedHttpRequest, title: str) -> HttpResponseBase:
+    """Where a `[[Title]]` wiki link leads: the document of that title you may read (the newest), else 404."""
+    document = Document.objects.visible_to(request.user).filter(title__iexact=title.strip()).order_by("-updated_at", "id").first()
+    if document is None:
+        raise Http404("No document of that title.")
+    return redirect(document.url)
 
 
 @require_GET

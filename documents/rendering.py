@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from urllib.parse import quote
 
 from django.utils.html import escape
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
@@ -60,6 +62,28 @@ def _link_open(self: RendererHTML, tokens: list[Token], idx: int, options: Optio
     return self.renderToken(tokens, idx, options, env)
 
 
+_WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|([^\[\]\n]{1,200}))?\]\]")
+
+
+def _wiki_link(state: StateInline, silent: bool) -> bool:
+    """`[[Title]]` and `[[Title|label]]` (Obsidian, Notion and Confluence sources write them) link to the document
+    of that title the reader may see (documents.pages.document_by_title), or to nothing they may not."""
+    if not state.src.startswith("[[", state.pos):
+        return False
+    match = _WIKI_LINK.match(state.src, state.pos)
+    if match is None:
+        return False
+    if not silent:
+        title = match.group(1).strip()
+        link = state.push("link_open", "a", 1)
+        link.attrs = {"href": f"/doc/title/{quote(title, safe='')}", "class": "wiki"}
+        text = state.push("text", "", 0)
+        text.content = (match.group(2) or title).strip()
+        state.push("link_close", "a", -1)
+    state.pos = match.end()
+    return True
+
+
 @cache
 def document_markdown() -> MarkdownIt:
     """The renderer for document pages: raw HTML and link definitions disabled, images as text, safe links only, tables."""
@@ -70,6 +94,7 @@ def document_markdown() -> MarkdownIt:
     md.validateLink = lambda url: bool(default_validate(url) and _SAFE_URL.match(url.strip()))  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_text)
     md.add_render_rule("link_open", _link_open)
+    md.inline.ruler.before("link", "wiki_link", _wiki_link)
     md.add_render_rule("th_open", _cell_open)
     md.add_render_rule("td_open", _cell_open)
     return md

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Case, Count, Q, QuerySet, Value, When
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Length, Replace, Substr
+from django.db.models.functions import Length, Replace, Right, Substr
 
 from config.errors import NotFound
+from documents.code import CODE_HEAD, CODE_TAIL, is_code_text
 from documents.models import (
     Collection,
     CollectionMembership,
@@ -182,7 +183,8 @@ def _newlines_before(offset: int) -> CombinedExpression:
 
 
 def citation_places(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[tuple[uuid.UUID, int, int], Place]:
-    """The place of each (document id, version, offset): its document's source path, its version's page map, its line.
+    """The place of each (document id, version, offset): its document's source path, its version's page map, its line
+    (a code document's line is the file's: documents.code).
 
     Callers pass passages of documents they already loaded through `visible_to`. Lines are counted in
     SQL, so no text leaves the database: from the document at its current version, else from its
@@ -207,10 +209,13 @@ def citation_places(*, citations: Iterable[tuple[uuid.UUID, int, int]]) -> dict[
         query = Q()
         for d, v, _ in wanted:
             query |= Q(**{id_field: d}, version=v)
-        for row in model.objects.filter(query).values(id_field, "version", **counts):
+        ends = {"head": Substr("text", 1, CODE_HEAD), "tail": Right("text", CODE_TAIL)}
+        for row in model.objects.filter(query).values(id_field, "version", **ends, **counts):
+            # A code document's first line is its fence: the file's line N is the text's line N + 1.
+            shift = 1 if is_code_text(row["head"], row["tail"]) else 0
             for i, key in enumerate(wanted):
                 if (row[id_field], row["version"]) == key[:2] and row[f"n{i}"] is not None:
-                    lines[key] = row[f"n{i}"] + 1
+                    lines[key] = max(1, row[f"n{i}"] + 1 - shift)
     places = {}
     for key in keys:
         source = sources.get(key[:2])

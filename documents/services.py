@@ -114,6 +114,7 @@ def document_create(
     text: str = "",
     publish: bool = False,
     tags: Sequence[str] = (),
+    origin: str = "",
 ) -> Document:
     now = timezone.now()
     document = Document(
@@ -121,6 +122,7 @@ def document_create(
         collection=collection,
         title=title,
         text=text,
+        origin=origin,
         tags=list(tags),  # normalised by full_clean (Document.clean)
         created_by=by,
         created_at=now,
@@ -155,18 +157,22 @@ def document_update(
     text: str | None = None,
     publish: bool = False,
     tags: Sequence[str] | None = None,
+    origin: str | None = None,
 ) -> Document:
-    """Update title, text and/or tags (None: unchanged; tags replace the old ones); a text change bumps the version (and so reindexes).
+    """Update title, text, tags and/or origin (None: unchanged; tags replace the old ones); a text change bumps the version (and so reindexes).
 
     A title or text change is written to the history as `by`'s.
     """
     # Lock the row so two concurrent edits cannot both read version n and write n+1.
     document = Document.objects.select_for_update().get(pk=document.pk)
-    title_changed = content_changed = tags_changed = False
+    title_changed = content_changed = unindexed_changed = False
+    if origin is not None and origin != document.origin:
+        document.origin = origin
+        unindexed_changed = True  # like tags: read from the documents table, nothing to reindex
     if tags is not None and normalise_tags(tags) != document.tags:
         document.tags = normalise_tags(tags)
         # Search filters by tag through the documents table: nothing to reindex.
-        tags_changed = True
+        unindexed_changed = True
     if title is not None and title != document.title:
         document.title = title
         title_changed = True
@@ -177,7 +183,7 @@ def document_update(
     published_now = publish and document.published_at is None
     if published_now:
         document.published_at = timezone.now()
-    if not (title_changed or content_changed or published_now or tags_changed):
+    if not (title_changed or content_changed or published_now or unindexed_changed):
         return document
     document.updated_at = timezone.now()
     document.full_clean()
@@ -194,7 +200,8 @@ def document_move(*, document: Document, collection: Collection) -> Document:
     """Move a document to another collection of its team (Document.clean refuses another team's).
 
     Nothing is reindexed: the index's copies of the collection follow the document by trigger (rag
-    migrations 0016, 0017, 0019), and who may read it is decided through the documents table.
+    migrations 0016, 0017, 0019; Milvus's through the outbox, 0023), and who may read it is decided through
+    the documents table.
     """
     document = Document.objects.select_for_update().get(pk=document.pk)
     if document.collection_id == collection.pk:

@@ -9,7 +9,7 @@ class RagConfig(AppConfig):
         from config.metrics import register_scrape_collector
         from documents.index_state import register_index_state_reader
         from documents.ingestion.jobs import register_index_probe
-        from rag import receivers  # noqa: F401
+        from rag import receivers, warmup  # noqa: F401
         from rag.indexing.index_status import IndexCollector, document_index_state, index_progress
 
         # An import job is done once the index has caught up with the documents it wrote.
@@ -18,3 +18,5 @@ class RagConfig(AppConfig):
         register_index_state_reader(document_index_state)
         # /metrics reads the index states and the queue's length at each scrape.
         register_scrape_collector(IndexCollector())
+        # Servers load the model (and LiteLLM, when configured) before they serve: config.warmup.
+        warmup.register()

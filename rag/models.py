@@ -46,6 +46,24 @@ class Chunk(models.Model):
         ]
 
 
+class VectorOutbox(models.Model):
+    """A chunk whose vector the Milvus backend must copy (or drop): written by the database in the chunk's own transaction.
+
+    Triggers (migration 0024) add a row for every chunk inserted, deleted or rewritten, and for every chunk of a
+    document moved to another collection, so no way of writing a chunk escapes it. They run only while the
+    backend is milvus (rag.corpus.milvus.set_outbox_triggers). The drain (rag.indexing.vector_outbox) reads each
+    chunk's current row, upserts or deletes it in Milvus, then deletes the outbox rows it carried out.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    chunk_id = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "rag_vector_outbox"
+        db_table_comment = "Chunks whose vectors Milvus must copy or drop (RAG_VECTOR_BACKEND=milvus)."
+
+
 class SignBitsField(models.Field):
     """A bit string of any length (`bit varying`): one bit per dimension, of whichever model's vectors."""
 
@@ -316,6 +334,7 @@ class EntityKind(models.TextChoices):
     NAME = "name", "Proper name"
     TOPIC = "topic", "Heading or key phrase"
     CODE = "code", "Code identifier"
+    SYMBOL = "symbol", "Symbol defined in code"  # a function, class or type a code document defines
     # Types the `llm` extractor gives (rag.indexing.graph_llm_prompt.EntityType, lower-cased).
     PERSON = "person", "Person"
     ORGANIZATION = "organization", "Organization"

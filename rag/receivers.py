@@ -15,6 +15,7 @@ from documents.signals import document_deleted, document_saved, in_bulk
 from permissions.models import Group, GroupMembership
 from rag import tasks
 from rag.corpus.cache_token import team_changed
+from rag.corpus.milvus import milvus_enabled, set_outbox_triggers
 from rag.corpus.vector_index import ensure_vector_index
 from rag.indexing.pipeline import title_changed
 
@@ -67,6 +68,9 @@ def create_vector_index(sender, using="default", **kwargs) -> None:
         ensure_vector_index(settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION)
         if settings.RAG_EMBEDDING_FALLBACK_MODEL:
             ensure_vector_index(settings.RAG_EMBEDDING_FALLBACK_MODEL, settings.RAG_EMBEDDING_FALLBACK_DIMENSION)
+        # The outbox triggers run only for the milvus backend; switched on here, the first reconciliation copies
+        # what was written before (docs/operations.md, the Milvus vector backend).
+        set_outbox_triggers(enabled=milvus_enabled())
 
 
 @worker_ready.connect

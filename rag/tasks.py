@@ -21,7 +21,8 @@ from rag.indexing.fallback import reembed_fallback_documents
 from rag.indexing.index_status import give_up, in_flight, mark_pending, mark_queued, release, request_index
 from rag.indexing.jobs import job_record
 from rag.indexing.pipeline import index_with_serving_models, remove_document_chunks
-from rag.indexing.reconcile import ReconcileReport, reconcile, stuck
+from rag.indexing.reconcile import ReconcileReport, milvus_drift, milvus_repair, reconcile, stuck
+from rag.indexing.vector_outbox import outbox_drain
 from rag.models import IndexJob, IndexStatus
 
 logger = logging.getLogger("rag.indexing")
@@ -104,7 +105,19 @@ def reconcile_index_task() -> dict:
     start_backfill()
     report = reconcile()
     repair_index(report)
-    return report.counts()
+    counts = report.counts()
+    if settings.RAG_VECTOR_BACKEND == "milvus":
+        drift = milvus_drift()
+        if milvus_repair(drift):
+            outbox_drain()
+        counts |= {f"milvus_{name}": n for name, n in drift.counts().items()}
+    return counts
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def drain_vector_outbox_task() -> int:
+    """Copy the chunk writes the outbox holds into Milvus (beat, every RAG_MILVUS_OUTBOX_INTERVAL seconds)."""
+    return outbox_drain()
 
 
 def start_backfill(*, by: User | None = None) -> IndexJob | None:

@@ -87,3 +87,50 @@ def oracle_sees(user, doc, collections, group_members, coll_users, coll_groups, 
         and (include_archived or doc.archived_at is None)
         and (through_collection or user.pk in doc_users[doc.pk])
     )
+
+
+def build_random_sources(seed: int, users: list[User], collections: dict[uuid.UUID, Collection], docs: list[Document]):
+    """Sources on the matrix: some users made team admins, each source owned by a user of its collection's team,
+    with a distinctive name, configuration, secret and sync error, and some of the documents as what it wrote.
+
+    Returns the sources and, for each, the strings that must reach nobody but its owner and team admins.
+    """
+    from connectors.models import SourceSync, SyncedItem, SyncedSource, SyncStage
+    from connectors.secrets import encrypt_secrets
+    from permissions.models import TeamRole
+
+    rng = random.Random(seed * 7 + 1)
+    for user in users:
+        if rng.random() < 0.3:
+            user.role = TeamRole.ADMIN
+            User.objects.filter(pk=user.pk).update(role=TeamRole.ADMIN)
+    sources: list[SyncedSource] = []
+    private: dict[uuid.UUID, list[str]] = {}
+    for n, collection in enumerate(collections.values()):
+        owners = [u for u in users if u.team_id == collection.team_id]
+        if not owners:
+            continue
+        tag = f"{seed}x{n}q"
+        source = SyncedSource.objects.create(
+            team_id=collection.team_id,
+            owner=rng.choice(owners),
+            name=f"source-name-{tag}",
+            kind="folder",
+            config={"path": f"/srv/config-path-{tag}", "flavour": "files"},
+            secrets=encrypt_secrets({"token": f"secret-token-{tag}"}),
+            collection=collection,
+        )
+        sync = SourceSync.objects.create(
+            source=source, stage=SyncStage.DONE, failed=1, errors=[{"key": f"item-key-{tag}", "message": f"item-error-{tag}"}]
+        )
+        SyncedSource.objects.filter(pk=source.pk).update(last_sync=sync)
+        for i, doc in enumerate(d for d in docs if d.collection_id == collection.pk):
+            SyncedItem.objects.create(source=source, key=f"k{i}", version="v", document=doc)
+        sources.append(source)
+        private[source.pk] = [source.name, f"config-path-{tag}", f"item-key-{tag}", f"item-error-{tag}"]
+    return sources, private
+
+
+def oracle_sees_source(user: User, source) -> bool:
+    """A source's name, configuration and errors: its owner's and its team admins', nobody else's."""
+    return source.team_id == user.team_id and (source.owner_id == user.pk or user.role == "admin")

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from rest_framework.response import _MonkeyPatchedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
+# The pytest-xdist worker this process is ("gw0", "gw1", …), or "" when the suite runs in one process.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,10 @@ def test_broker() -> Iterator[TestBroker]:
         return
     from config.broker import EmbeddedRedis
 
-    server = EmbeddedRedis(ROOT / "var" / "test-redis", persist=False)
-    process = server.start(log=ROOT / "var" / "test-redis.log")
+    # Under pytest-xdist each worker has its own Redis, so one worker's Celery never takes another's tasks.
+    name = "test-redis" + (f"-{XDIST_WORKER}" if XDIST_WORKER else "")
+    server = EmbeddedRedis(ROOT / "var" / name, persist=False)
+    process = server.start(log=ROOT / "var" / f"{name}.log")
     try:
         yield TestBroker(celery_url=server.celery_url(15), redis_url=server.cache_url(15))
     finally:
@@ -57,11 +61,40 @@ def test_broker() -> Iterator[TestBroker]:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+# Tests that start processes (servers, workers, Chromium, make run's supervisor) wait on real time: under
+# pytest-xdist (`make test` runs two processes on two cores) they all run in one group, one after another,
+# beside the database-only tests, so no two of them race each other for the cores.
+PROCESS_MARKERS = frozenset({"serve", "server", "worker", "browser", "slow_model", "upgrade"})
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if PROCESS_MARKERS.intersection(mark.name for mark in item.iter_markers()):
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus Lite server of the tests' own, served by threads of the test process; its URI."""
+    from config.milvus_lite import serve_in_thread
+
+    uri, stop = serve_in_thread(tmp_path_factory.mktemp("milvus"))
+    try:
+        yield uri
+    finally:
+        stop()
+
+
 _started_postgres: list[str] = []
 
 
 def pytest_sessionstart(session) -> None:
-    """Note whether the embedded PostgreSQL of the tests is already running: if not, the run stops it at the end."""
+    """Note whether the embedded PostgreSQL of the tests is already running: if not, the run stops it at the end.
+
+    Under pytest-xdist only the controlling process does this: it finishes after every worker has.
+    """
+    if XDIST_WORKER:
+        return
     from django.conf import settings
 
     if getattr(settings, "EMBEDDED_DATABASE", False):

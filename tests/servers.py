@@ -118,7 +118,7 @@ def free_port() -> int:
 class CairnServe:
     """`python -m config.serve`, what `make run` runs, on this test run's database with the fake providers.
 
-    It starts its own broker under `run_dir` (CELERY_BROKER_URL is unset), gunicorn, a worker and beat.
+    It starts its own broker under `run_dir` (CELERY_BROKER_URL is unset), gunicorn, and a worker with beat inside.
     """
 
     def __init__(self, *, run_dir: Path, extra_env: dict[str, str] | None = None) -> None:
@@ -172,7 +172,7 @@ class CairnServe:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def pid(self, service: str) -> int:
-        """The pid of a child (`web`, `worker`, `beat`, `broker`) as the supervisor last wrote it."""
+        """The pid of a child (`web`, `worker`, `broker`) as the supervisor last wrote it."""
         return int((self.run_dir / f"{service}.pid").read_text())
 
     def kill(self, service: str) -> int:
@@ -204,7 +204,7 @@ class CairnServe:
 
     def kill_all(self) -> None:
         """kill -9 the supervisor and every child, as a power cut would (PostgreSQL aside)."""
-        for name in ("web", "beat", "worker", "broker", "serve"):
+        for name in ("web", "worker", "broker", "serve"):
             try:
                 os.killpg(self.pid(name), signal.SIGKILL)
             except (FileNotFoundError, ProcessLookupError, ValueError):

@@ -90,10 +90,25 @@ def test_services_start_after_what_they_need() -> None:
 
 
 def test_minio_runs_only_with_the_s3_profile() -> None:
-    profiled = {name for name, service in SERVICES.items() if service.get("profiles")}
+    profiled = {name for name, service in SERVICES.items() if service.get("profiles") == ["s3"]}
     assert profiled == {"minio", "minio-init"}
-    assert all(SERVICES[name]["profiles"] == ["s3"] for name in profiled)
     assert "ports" not in SERVICES["minio"], "the bucket is reached only from inside the compose network"
+
+
+def test_milvus_standalone_runs_only_with_the_milvus_profile_and_the_app_can_reach_it() -> None:
+    profiled = {name for name, service in SERVICES.items() if service.get("profiles") == ["milvus"]}
+    assert profiled == {"milvus", "milvus-etcd", "milvus-minio"}
+    assert {name for name, service in SERVICES.items() if service.get("profiles")} == profiled | {"minio", "minio-init"}
+    for name in profiled:
+        assert SERVICES[name]["healthcheck"]["test"], f"{name} has no health check"
+    milvus = SERVICES["milvus"]
+    assert milvus["environment"]["ETCD_ENDPOINTS"].split(":")[0] == "milvus-etcd"
+    assert milvus["environment"]["MINIO_ADDRESS"].split(":")[0] == "milvus-minio"
+    for name in ("web", "worker"):
+        assert SERVICES[name]["depends_on"]["milvus"] == {"condition": "service_healthy", "required": False}
+        env = SERVICES[name]["environment"]
+        assert env["RAG_VECTOR_BACKEND"] == "${RAG_VECTOR_BACKEND:-pgvector}", "pgvector stays the default"
+        assert "RAG_MILVUS_URI" in env
 
 
 def run_minio_init(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """`make run`'s supervisor as a person runs it, and what it survives: real processes, killed for real.
 
-Each test starts `python -m config.serve` (gunicorn, a Celery worker, beat and its own Redis) on the
+Each test starts `python -m config.serve` (gunicorn, a Celery worker with beat, and its own Redis) on the
 test database, drives it over HTTP, and checks the database: every committed document indexed exactly
 once (its current version, each chunk once), none lost, none duplicated, with no command typed.
 """
@@ -147,11 +147,21 @@ def writer(cast):
     return api_token_create(user=cast.alice, scope=TokenScope.WRITE).plaintext
 
 
-def test_make_run_serves_with_gunicorn_a_worker_beat_and_its_own_broker_and_ctrl_c_stops_them_all(cast, writer, serve_factory):
+def test_make_run_serves_with_gunicorn_a_worker_beat_and_its_own_broker_warmed_up_and_ctrl_c_stops_them_all(
+    cast, writer, serve_factory
+):
     # Embedding takes 5 s: a request that waited for indexing could not answer sooner.
     serve = serve_factory(RAG_FAKE_EMBED_DELAY="5").start()
     health = httpx.get(f"{serve.url}/health").json()
-    assert health == {"status": "ok", "database": "ok", "broker": "ok"}
+    # No search has been made: the worker that answered loaded its model as it started (config.warmup).
+    assert health == {"status": "ok", "database": "ok", "broker": "ok", "models": "loaded (fake-embedding)"}
+    # The app was loaded once, in gunicorn's master, and in the Celery worker's main process, before they forked;
+    # each web worker (WEB_WORKERS=2) and pool process (CELERY_WORKER_CONCURRENCY=1) warmed up before it served.
+    wait_until(lambda: serve.log().count("warmed up in") >= 3, 60, "a web worker or the pool's process never warmed up")
+    log = serve.log()
+    assert "preloaded templates, models in" in log and f"(pid {serve.pid('web')})" in log
+    assert log.count("gunicorn worker (pid") == 2 and log.count("celery worker (pid") == 1
+    assert "models: embedding model fake-embedding" in log
     assert httpx.get(f"{serve.url}/health").headers["server"].startswith("gunicorn")
     assert httpx.post(f"{serve.url}/api/nothing.here").json()["error"] == "not_found", "DEBUG must be off"
 
@@ -172,7 +182,10 @@ def test_make_run_serves_with_gunicorn_a_worker_beat_and_its_own_broker_and_ctrl
         "the worker never indexed the document",
     )
 
-    pids = {name: serve.pid(name) for name in ("web", "worker", "beat", "broker")}
+    # Beat runs inside the worker (`--beat`), a process of its own forked from the worker's: no third service.
+    assert not (serve.run_dir / "beat.pid").exists()
+    wait_until(lambda: any(serve.run_dir.glob("celerybeat-schedule*")), 30, "beat never wrote its schedule")
+    pids = {name: serve.pid(name) for name in ("web", "worker", "broker")}
     assert serve.stop() == 0
     for name, pid in pids.items():
         with pytest.raises(ProcessLookupError):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
 import os
 import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -109,6 +111,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "permissions",
     "documents",
+    "connectors",
     "rag",
 ]
 
@@ -128,6 +131,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Until a team exists, every page leads to the setup page that creates it and its owner.
     "permissions.members.middleware.SetupMiddleware",
+    # Innermost: routes the view's reads to a read replica when it may (config/replicas.py).
+    "config.replicas.ReplicaMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -188,6 +193,45 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # None leaves them unprepared, for a pooler that does not keep a session's prepared statements.
 # Django's own cursors never prepare either way.
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0 if _bool("DATABASE_PREPARED_STATEMENTS", True) else None
+
+# Read replicas (config/replicas.py): zero or more URLs of PostgreSQL hot standbys of the primary, as
+# replica_1, replica_2... Search, answers, graph and document reads go to a healthy one; writes, and a client's
+# reads for DATABASE_REPLICA_PIN_SECONDS after it wrote, go to the primary.
+DATABASE_REPLICAS: list[str] = []
+for _number, _url in enumerate((u.strip() for u in _env_value("DATABASE_REPLICA_URLS", env.list, []) if u.strip()), start=1):
+    _alias = f"replica_{_number}"
+    try:
+        DATABASES[_alias] = env.db_url_config(_url)
+    except Exception as exc:
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URLS entry {_number} is not a database URL: {exc}") from exc
+    DATABASES[_alias].update(
+        # A socket directory is written percent-encoded in a URL's host (postgres://user@%2Frun%2Fpg/db).
+        HOST=unquote(DATABASES[_alias].get("HOST", "")),
+        CONN_MAX_AGE=DATABASES["default"]["CONN_MAX_AGE"],
+        CONN_HEALTH_CHECKS=True,
+        # Tests and `migrate` treat it as the primary it copies: never created, flushed or migrated on its own.
+        TEST={"MIRROR": "default"},
+    )
+    DATABASES[_alias].setdefault("OPTIONS", {}).update(
+        prepare_threshold=DATABASES["default"]["OPTIONS"]["prepare_threshold"],
+        # A replica that is down must cost a request little before it is skipped.
+        connect_timeout=_positive_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2),
+    )
+    DATABASE_REPLICAS.append(_alias)
+DATABASE_REPLICA_MAX_LAG = _bounded_float("DATABASE_REPLICA_MAX_LAG", 5.0, 0.0, 3600.0)
+DATABASE_REPLICA_CHECK_INTERVAL = _bounded_float("DATABASE_REPLICA_CHECK_INTERVAL", 2.0, 0.0, 300.0)
+# At least the lag a replica in use can have (the bound, plus its age since the last check): a writer's
+# next reads then always see its write.
+DATABASE_REPLICA_PIN_SECONDS = _positive_int(
+    "DATABASE_REPLICA_PIN_SECONDS", int(DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL) + 1
+)
+if DATABASE_REPLICA_PIN_SECONDS < DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL:
+    raise ImproperlyConfigured(
+        f"DATABASE_REPLICA_PIN_SECONDS ({DATABASE_REPLICA_PIN_SECONDS}) must be at least DATABASE_REPLICA_MAX_LAG "
+        f"plus DATABASE_REPLICA_CHECK_INTERVAL ({DATABASE_REPLICA_MAX_LAG + DATABASE_REPLICA_CHECK_INTERVAL}): "
+        "a writer could read a replica that has not replayed its write yet"
+    )
+DATABASE_ROUTERS = ["config.replicas.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "permissions.User"
@@ -256,11 +300,39 @@ IMPORT_MAX_HTML_ELEMENTS = _positive_int("IMPORT_MAX_HTML_ELEMENTS", 200_000)
 # mounts one volume in both), or an S3 bucket, IMPORT_STORAGE_URL=s3://bucket/prefix.
 IMPORT_STORAGE_DIR = str(Path(env("IMPORT_STORAGE_DIR", default=str(BASE_DIR / "var" / "imports"))).expanduser().absolute())
 IMPORT_STORAGE_URL = env("IMPORT_STORAGE_URL", default="").strip()
+
+# Git sources (connectors.kinds.git): a bare mirror of each repository is kept here between syncs.
+CONNECTORS_GIT_CACHE_DIR = str(
+    Path(env("CONNECTORS_GIT_CACHE_DIR", default=str(BASE_DIR / "var" / "git"))).expanduser().absolute()
+)
+# A branch with more files matching a source's globs than this is refused (narrow the globs).
+CONNECTORS_GIT_MAX_FILES = _positive_int("CONNECTORS_GIT_MAX_FILES", 20_000)
+# Seconds one git fetch may take before the sync gives up on it (and retries later).
+CONNECTORS_GIT_TIMEOUT = _positive_int("CONNECTORS_GIT_TIMEOUT", 600)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "imports": _import_storage(IMPORT_STORAGE_URL, IMPORT_STORAGE_DIR),
 }
+
+# The web and S3 connectors (connectors/kinds/web.py, s3.py). Seconds to connect, or to wait for an answer.
+CONNECTORS_TIMEOUT = _bounded_float("CONNECTORS_TIMEOUT", 20.0, 0.5, 600.0)
+# What a crawl sends as User-Agent; robots.txt rules are matched against "CairnBot".
+CONNECTORS_WEB_USER_AGENT = env("CONNECTORS_WEB_USER_AGENT", default="CairnBot/1.0 (Cairn knowledge base crawler)").strip()
+# Most pages a web source may ask for in one sync (its own max_pages is at most this).
+CONNECTORS_WEB_MAX_PAGES = _positive_int("CONNECTORS_WEB_MAX_PAGES", 10_000)
+# The longest pause between two requests a robots.txt Crawl-delay gets; a longer one is shortened to it.
+CONNECTORS_WEB_MAX_CRAWL_DELAY = _bounded_float("CONNECTORS_WEB_MAX_CRAWL_DELAY", 10.0, 0.0, 600.0)
+# Networks a web or S3 source may never reach (connectors/network.py): by default the link-local ones,
+# where clouds serve each machine's metadata and credentials.
+CONNECTORS_BLOCKED_NETWORKS = env.list(
+    "CONNECTORS_BLOCKED_NETWORKS", default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"]
+)
+for _network in CONNECTORS_BLOCKED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CONNECTORS_BLOCKED_NETWORKS: {_network!r} is not a network such as 10.0.0.0/8") from exc
 
 REDIS_URL = env("REDIS_URL", default="")
 CACHES = (
@@ -397,7 +469,9 @@ SECRET_KEY = (
     or (Path(SECRET_KEY_FILE).read_text().strip() if Path(SECRET_KEY_FILE).is_file() else "")
     or "insecure-local-development-key-change-me"
 )
-WEB_WORKERS = _positive_int("WEB_WORKERS", _cpu_count() + 1)
+# One web process per core (two at least, so one busy with a slow request leaves another): each of WEB_THREADS
+# threads waits on PostgreSQL or onnxruntime outside the GIL, and a process more would cost memory, not speed.
+WEB_WORKERS = _positive_int("WEB_WORKERS", max(2, _cpu_count()))
 WEB_THREADS = _positive_int("WEB_THREADS", 4)
 WEB_TIMEOUT = _positive_int("WEB_TIMEOUT", 120)
 
@@ -505,6 +579,39 @@ if RAG_HNSW_WALK_ROWS > 5_000:
 # (recall@10 0.96 where a filtered walk found 0.81 at 1M chunks, 10% visible, at about 40 ms against 12); 0 walks
 # them through HNSW instead (bench/latency.py).
 RAG_SIGN_BITS_MAX_SHARE = _bounded_float("RAG_SIGN_BITS_MAX_SHARE", 0.25, 0.0, 1.0)
+# Where chunk vectors are ranked: pgvector (in PostgreSQL, the default) or milvus (a copy of every vector in Milvus,
+# written through the outbox, rank checked against PostgreSQL's visible set: rag.corpus.milvus, docs/operations.md).
+RAG_VECTOR_BACKEND = env("RAG_VECTOR_BACKEND", default="pgvector").strip().lower()
+if RAG_VECTOR_BACKEND not in {"pgvector", "milvus"}:
+    raise ImproperlyConfigured(f"RAG_VECTOR_BACKEND must be pgvector or milvus, got {RAG_VECTOR_BACKEND!r}")
+# A Milvus server (http://host:19530, https://..., or unix:/path/to/socket) or a Milvus Lite data directory
+# (a path: opened inside the process, so only one process may use it). Empty with the milvus backend: `make run`
+# (config.serve) starts one Milvus Lite server under RAG_MILVUS_LITE_DIR and hands its address to every process.
+RAG_MILVUS_URI = env("RAG_MILVUS_URI", default="").strip()
+if RAG_MILVUS_URI and RAG_MILVUS_URI.split("://", 1)[0] in {"tcp", "grpc", "ftp", "file"}:
+    raise ImproperlyConfigured(
+        f"RAG_MILVUS_URI must be http://host:port, https://host:port, unix:/path or a Milvus Lite directory, got {RAG_MILVUS_URI!r}"
+    )
+RAG_MILVUS_TIMEOUT = _bounded_float("RAG_MILVUS_TIMEOUT", 5.0, 0.1, 600.0)  # seconds a search waits for Milvus
+RAG_MILVUS_TOKEN = env("RAG_MILVUS_TOKEN", default="")  # user:password or an API key, for a server with auth
+RAG_MILVUS_DATABASE = env("RAG_MILVUS_DATABASE", default="")  # empty: the server's default database
+# Every Milvus collection Cairn makes starts with this (one per embedding model and dimension).
+RAG_MILVUS_COLLECTION_PREFIX = env("RAG_MILVUS_COLLECTION_PREFIX", default="cairn")
+if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,150}", RAG_MILVUS_COLLECTION_PREFIX):
+    raise ImproperlyConfigured(
+        f"RAG_MILVUS_COLLECTION_PREFIX must be letters, digits and underscores (not first a digit), got {RAG_MILVUS_COLLECTION_PREFIX!r}"
+    )
+RAG_MILVUS_LITE_DIR = str(Path(env("RAG_MILVUS_LITE_DIR", default=str(BASE_DIR / "var" / "milvus"))).expanduser().absolute())
+RAG_MILVUS_LITE_PORT = _positive_int("RAG_MILVUS_LITE_PORT", 19530)
+if RAG_MILVUS_LITE_PORT > 65535:
+    raise ImproperlyConfigured(f"RAG_MILVUS_LITE_PORT must be a TCP port, got {RAG_MILVUS_LITE_PORT}")
+# Seconds between outbox passes (beat) that copy chunk writes into Milvus: how long a new chunk may wait to be found.
+RAG_MILVUS_OUTBOX_INTERVAL = _positive_int("RAG_MILVUS_OUTBOX_INTERVAL", 2)
+if RAG_VECTOR_BACKEND == "milvus":
+    CELERY_BEAT_SCHEDULE["drain-vector-outbox"] = {
+        "task": "rag.tasks.drain_vector_outbox_task",
+        "schedule": RAG_MILVUS_OUTBOX_INTERVAL,
+    }
 # Knowledge graph: facts read from each chunk while indexing, and a third ranking in hybrid search.
 RAG_GRAPH_ENABLED = _bool("RAG_GRAPH_ENABLED", True)
 # Who reads them: `rules` (offline) alone, or `llm` adding a model's typed entities and relations
@@ -621,3 +728,67 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Password reset at /password-reset: at most this many requests an hour from one address, and for one email address.
 PASSWORD_RESET_MAX_REQUESTS = _positive_int("PASSWORD_RESET_MAX_REQUESTS", 5)
+
+# Connectors (the connectors app): sources kept in sync with a collection.
+# The keys sources' secrets are encrypted with (Fernet keys, comma-separated): the first encrypts, every one
+# decrypts, so a key is rotated by putting a new one first and running `manage.py rotate_source_secrets`.
+# Unset: one key derived from SECRET_KEY (connectors.secrets).
+CONNECTORS_SECRET_KEY = [key.strip() for key in env.list("CONNECTORS_SECRET_KEY", default=[]) if key.strip()]
+for _key in CONNECTORS_SECRET_KEY:
+    try:
+        from cryptography.fernet import Fernet
+
+        Fernet(_key)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(
+            "CONNECTORS_SECRET_KEY must hold Fernet keys (32 url-safe base64-encoded bytes each, comma-separated); "
+            "make one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+        ) from _exc
+# The folders on the server a folder source may read (absolute paths); empty, folder sources are refused.
+CONNECTORS_LOCAL_ROOTS = [
+    str(Path(root).expanduser().absolute()) for root in env.list("CONNECTORS_LOCAL_ROOTS", default=[]) if root
+]
+# How often beat looks for sources whose schedule is due, and for syncs a dead worker left behind (seconds).
+CONNECTORS_SCHEDULE_INTERVAL = _positive_int("CONNECTORS_SCHEDULE_INTERVAL", 60)
+# A running sync whose worker has not beaten for this long is presumed dead and run again (seconds).
+CONNECTORS_SYNC_LEASE = _positive_int("CONNECTORS_SYNC_LEASE", 60)
+if CONNECTORS_SYNC_LEASE <= 2 * TASK_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured(
+        f"CONNECTORS_SYNC_LEASE ({CONNECTORS_SYNC_LEASE}) must be more than twice TASK_HEARTBEAT_INTERVAL "
+        f"({TASK_HEARTBEAT_INTERVAL}): a live sync would look dead between two heartbeats"
+    )
+CELERY_BEAT_SCHEDULE["sync-sources"] = {
+    "task": "connectors.tasks.sync_due_sources_task",
+    "schedule": CONNECTORS_SCHEDULE_INTERVAL,
+}
+# --- What a serving process loads before it serves, and what its processes share (config/warmup.py, rag/warmup.py) ---
+# The onnx encoder's graph and weights, saved here once and mapped by every process rather than copied into
+# each (rag.providers.minilm_onnx); empty: each process builds its own copy in memory.
+_encoder_cache = env("RAG_LOCAL_ENCODER_CACHE_DIR", default=str(BASE_DIR / "var" / "models")).strip()
+RAG_LOCAL_ENCODER_CACHE_DIR = str(Path(_encoder_cache).expanduser().absolute()) if _encoder_cache else ""
+# LiteLLM and S3 are extras of the install (requirements/llm.txt, requirements/s3.txt): a setting that needs one
+# fails here, at start, rather than on the first answer or import. Looked up without importing them.
+_litellm_models = [
+    name
+    for name, value in (
+        ("RAG_LLM_MODEL", RAG_LLM_MODEL),
+        ("RAG_RERANK_MODEL", RAG_RERANK_MODEL),
+        ("RAG_GRAPH_LLM_MODEL", RAG_GRAPH_LLM_MODEL),
+    )
+    if value and RAG_LLM_PROVIDER == "litellm"
+] + [
+    name
+    for name, value in (
+        ("RAG_EMBEDDING_PROVIDER", RAG_EMBEDDING_PROVIDER),
+        ("RAG_EMBEDDING_FALLBACK_PROVIDER", RAG_EMBEDDING_FALLBACK_PROVIDER if RAG_EMBEDDING_FALLBACK_MODEL else ""),
+    )
+    if value == "litellm"
+]
+if _litellm_models and importlib.util.find_spec("litellm") is None:
+    raise ImproperlyConfigured(
+        f"{', '.join(_litellm_models)} need(s) LiteLLM, which this install lacks: pip install -r requirements/llm.txt"
+    )
+if IMPORT_STORAGE_URL and importlib.util.find_spec("storages") is None:
+    raise ImproperlyConfigured("IMPORT_STORAGE_URL needs django-storages and boto3: pip install -r requirements/s3.txt")
+if RAG_VECTOR_BACKEND == "milvus" and importlib.util.find_spec("pymilvus") is None:
+    raise ImproperlyConfigured("RAG_VECTOR_BACKEND=milvus needs pymilvus and milvus-lite: pip install -r requirements/milvus.txt")

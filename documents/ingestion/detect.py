@@ -1,5 +1,5 @@
 """What a file is, read from its bytes (magic numbers, ZIP structure, text sniffing); the extension only
-chooses between Markdown and plain text, which no content test can tell apart reliably."""
+chooses between Markdown, source code and plain text, which no content test can tell apart reliably."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from charset_normalizer import CharsetMatch, from_bytes
 from charset_normalizer.utils import is_multi_byte_encoding
 
+from documents.code import code_language
 from documents.ingestion.errors import FileRejected
 
 ARCHIVE = "zip"
@@ -59,6 +60,8 @@ def detect(name: str, data: bytes) -> Detected:
         if data.startswith(magic):
             raise FileRejected(f"Unsupported file type: {what}.")
     text = decode_text(data)
+    if code_language(name) is not None:
+        return Detected("code", text)  # before HTML: a .jsx or .tsx file may well open with a tag
     suffix = PurePosixPath(name).suffix.lower()
     if _HTML_START.match(data[:4096]) or (suffix in _HTML_SUFFIXES and _HTML_TAG.search(data[:65536])):
         return Detected("html", text)

@@ -499,6 +499,13 @@ def register_index_probe(probe: IndexProbe) -> None:
     _index_probe = probe
 
 
+def index_progress(document_ids: list[uuid.UUID]) -> IndexProgress | None:
+    """How far the index has come with these documents (None without documents or before rag registered its probe)."""
+    if _index_probe is None or not document_ids:
+        return None
+    return _index_probe(document_ids)
+
+
 def import_job_refresh(job: ImportJob) -> ImportJob:
     """A job in `indexing` becomes `done` once every document it created or changed is indexed (or failed to be).
 
@@ -513,7 +520,7 @@ def import_job_refresh(job: ImportJob) -> ImportJob:
         .filter(Q(document__deleted_at__isnull=True))
         .values_list("document_id", flat=True)
     )
-    progress = _index_probe(document_ids) if _index_probe is not None and document_ids else None
+    progress = index_progress(document_ids)
     if job.stage == ImportStage.PARSING:
         job.index_progress = progress  # type: ignore[attr-defined]
     elif progress is not None and progress.waiting:

@@ -20,6 +20,7 @@ import yaml
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from documents.code import code_language, fence_code
 from documents.ingestion.archives import check_package
 from documents.ingestion.detect import Detected
 from documents.ingestion.errors import FileRejected
@@ -164,6 +165,12 @@ def _front_matter_tags(value: object) -> list[str]:
 
 def parse_text(name: str, data: bytes, detected: Detected) -> Parsed:
     return Parsed(title="", text=detected.text or "")
+
+
+def parse_code(name: str, data: bytes, detected: Detected) -> Parsed:
+    """A source file as one fenced code block (documents.code), titled by its file name: `app.py`, not `app`."""
+    language = code_language(name) or "text"
+    return Parsed(title=PurePosixPath(name).name, text=fence_code(detected.text or "", language))
 
 
 # Never content: scripts, styles and the page's furniture around the main text.
@@ -362,6 +369,7 @@ def _cell(text: str) -> str:
 _PARSERS: dict[str, Callable[[str, bytes, Detected], Parsed]] = {
     "markdown": parse_markdown,
     "text": parse_text,
+    "code": parse_code,
     "html": parse_html,
     "pdf": parse_pdf,
     "docx": parse_docx,

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 
+from config.replicas import read_connection
 from documents.models import Document
 from documents.selectors import collection_get, document_get
 from permissions.models import User
@@ -124,7 +124,7 @@ def _still_readable(user: User, sources: list[tuple[str, int, str]]) -> bool:
     if not wanted:
         return True
     scope = search_scope(user=user)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""SELECT visible.id, visible.version, d.title
                 FROM ({scope.sql}) visible JOIN {Document._meta.db_table} d ON d.id = visible.id

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from config.metrics import KIND_RERANK, provider_call
+from config.replicas import read_connection
 from documents.selectors import citation_places
 from permissions.models import User
 from rag.answering.confidence import Assessment, Evidence, assess_confidence
@@ -63,6 +63,8 @@ class Passage:
     chunk_end: int = -1
     # The rankings that found it: vector, keyword, graph.
     found_by: tuple[str, ...] = ()
+    # Where the document's original lives, for a document a source keeps in sync (a URL, path@commit); else "".
+    origin: str = ""
 
     def __post_init__(self) -> None:
         if self.chunk_start < 0:
@@ -86,7 +88,7 @@ class Passage:
             location = f"{where}:{first}-{last}"
         return {
             "n": self.n,
-            "document": {"id": str(self.document_id), "title": self.title, "url": self.url},
+            "document": {"id": str(self.document_id), "title": self.title, "url": self.url, "origin": self.origin},
             "version": self.version,
             "chunkIndex": self.chunk_index,
             "start": self.start,
@@ -140,7 +142,7 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
     by_chunk = {p.chunk_id: p.n for p in passages}
     if len(by_chunk) < 2:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             """SELECT r.chunk_id, s.name, r.predicate, array_agg(t.chunk_id ORDER BY t.chunk_id), array_agg(t.name ORDER BY t.chunk_id)
                FROM graph_relations r
@@ -268,6 +270,7 @@ def retrieve(
                 text=hit.text,
                 updated_at=document.updated_at,
                 found_by=tuple(hit.explanation.found_by) if hit.explanation else (),
+                origin=document.origin,
             )
         )
     latency["evidenceMs"] = ms_since(lap)

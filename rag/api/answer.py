@@ -31,6 +31,11 @@ class CitationDocumentOutput(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField()
     url = serializers.CharField()
+    origin = serializers.CharField(
+        allow_blank=True,
+        default="",
+        help_text="Where the original lives, for a document a source keeps in sync (a URL, path@commit); else empty.",
+    )
 
 
 class SpanOutput(serializers.Serializer):
@@ -173,6 +178,7 @@ class RagAnswerApi(RagApi):
 
     # A read: a read-scoped token's answer is logged but kept in no conversation (answer_request's `keep`).
     write_scope = False
+    replica_reads = True
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     class Input(serializers.Serializer):

@@ -35,6 +35,7 @@ class GraphEntitiesApi(RagApi):
     """Find entities by name; every count is of passages you can read."""
 
     write_scope = False
+    replica_reads = True
 
     class Input(serializers.Serializer):
         query = serializers.CharField(max_length=200, allow_blank=True, default="", trim_whitespace=True)
@@ -78,6 +79,7 @@ class GraphEntityApi(RagApi):
     """One entity: its neighbours (relations with predicate and confidence) and the passages that name it."""
 
     write_scope = False
+    replica_reads = True
 
     class Input(serializers.Serializer):
         id = serializers.UUIDField()
@@ -118,6 +120,7 @@ class GraphPassageApi(RagApi):
     """The passage a relation was read from (a neighbour's `chunkId`), with where it sits in its document."""
 
     write_scope = False
+    replica_reads = True
 
     class Input(serializers.Serializer):
         chunkId = ChunkRefField(max_length=100)

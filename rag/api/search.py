@@ -109,6 +109,7 @@ class RagSearchApi(RagApi):
     """Rank the chunks of the documents you may read: vector, keyword (BM25), graph, or hybrid (score-aware fusion of the three)."""
 
     write_scope = False
+    replica_reads = True
 
     class Input(serializers.Serializer):
         query = QueryField()

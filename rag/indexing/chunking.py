@@ -46,6 +46,10 @@ class TextChunk:
     has_code: bool
     has_table: bool
     token_count: int
+    # Code chunks (rag.indexing.code_chunking): the symbols defined, the file's lines (1-based, inclusive), the language.
+    symbols: tuple[str, ...] = ()
+    lines: tuple[int, int] | None = None
+    language: str = ""
 
 
 class TokenCounter(Protocol):

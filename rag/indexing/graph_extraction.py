@@ -10,6 +10,8 @@ What the rules read from a chunk of document D:
   links to `/doc/<id>` and `[[Title]]` wiki links: mentions, and D -MENTIONS/LINKS_TO-> title;
 - proper names, backticked code identifiers and the headings above the chunk: mentions, and
   D -MENTIONS-> them;
+- the symbols a code chunk defines (rag.indexing.code_chunking: `main`, `Invoice.total`): mentions of
+  kind `symbol`, and D -DEFINES-> them;
 - entities that occur in the same chunk: CO_OCCURS relations between them (a bounded number).
 
 A mention or relation end that exists only because the words are some document's title (a title
@@ -46,6 +48,7 @@ MAX_LINK_CANDIDATES = 2000
 PREDICATE_MENTIONS = "MENTIONS"
 PREDICATE_LINKS_TO = "LINKS_TO"
 PREDICATE_CO_OCCURS = "CO_OCCURS"
+PREDICATE_DEFINES = "DEFINES"
 
 _DOC_LINK = re.compile(r"\(/doc/([0-9a-fA-F-]{36})[^)]*\)")
 _WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|[^\[\]\n]*)?\]\]")
@@ -99,6 +102,8 @@ class ChunkFacts:
     named: dict[str, str] = field(default_factory=dict)
     # How often each key was found as a title (a title match or a `/doc/<id>` link), named or not.
     title_counts: Counter[str] = field(default_factory=Counter)
+    # Keys of the symbols the chunk defines (a code chunk): the document DEFINES them.
+    defines: set[str] = field(default_factory=set)
 
     def add(self, name: str, kind: str, count: int = 1, *, named: bool = True) -> None:
         key = entity_key(name)
@@ -199,10 +204,21 @@ def team_graph(team_id: uuid.UUID, model_id: str) -> TeamGraph:
 
 
 def read_chunk(
-    text: str, heading_path: list[str], *, own_key: str, matcher: TitleMatcher, linked_titles: dict[str, str]
+    text: str,
+    heading_path: list[str],
+    *,
+    own_key: str,
+    matcher: TitleMatcher,
+    linked_titles: dict[str, str],
+    symbols: list[str] | None = None,
 ) -> ChunkFacts:
     """The rules extractor on one chunk's text (pure: no database)."""
     facts = ChunkFacts()
+    # Symbols first: a chunk's own definitions are what it is about, and are kept whatever else it names.
+    for symbol in symbols or []:
+        if entity_key(symbol) != own_key:
+            facts.add(symbol, EntityKind.SYMBOL)
+            facts.defines.add(entity_key(symbol))
     for key, count in matcher.find(text).items():
         if key != own_key:
             facts.add(matcher.titles[key], EntityKind.DOCUMENT, count, named=False)
@@ -264,7 +280,12 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
     }
     per_chunk = [
         read_chunk(
-            c.chunk_text, c.metadata.get("heading_path", []), own_key=own_key, matcher=matcher, linked_titles=linked_titles
+            c.chunk_text,
+            c.metadata.get("heading_path", []),
+            own_key=own_key,
+            matcher=matcher,
+            linked_titles=linked_titles,
+            symbols=c.metadata.get("symbols"),
         )
         for c in chunks
     ]
@@ -299,8 +320,14 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
                 )
             )
             if own_name:
-                predicate = PREDICATE_LINKS_TO if key in facts.links else PREDICATE_MENTIONS
-                weight = float(min(count, 5)) + (1.0 if key in facts.links else 0.0)
+                predicate = (
+                    PREDICATE_DEFINES
+                    if key in facts.defines
+                    else PREDICATE_LINKS_TO
+                    if key in facts.links
+                    else PREDICATE_MENTIONS
+                )
+                weight = float(min(count, 5)) + (1.0 if key in facts.links or key in facts.defines else 0.0)
                 relations.append(
                     Relation(
                         source_id=entity[own_key],

@@ -28,7 +28,8 @@ from documents.models import Document
 from rag.corpus.cache_token import team_changed
 from rag.corpus.serving_model import fallback_model
 from rag.corpus.vector_index import ensure_vector_index
-from rag.indexing.chunking import TextChunk, chunk_markdown, minilm_token_counter
+from rag.indexing.chunking import TextChunk, minilm_token_counter
+from rag.indexing.code_chunking import chunk_code_document
 from rag.indexing.graph_extraction import TeamGraph, link_title_mentions, rename_document_entity, team_graph, write_document_facts
 from rag.indexing.graph_llm import ChunkToRead, llm_extractor, rewrite_cached_facts, write_llm_facts
 from rag.indexing.index_status import keep_alive, set_state
@@ -83,7 +84,7 @@ def content_hash(text: str) -> str:
 
 def chunk_document(document: Document, provider: EmbeddingProvider) -> list[TextChunk]:
     max_tokens = provider.max_input_tokens - SPECIAL_TOKENS - HEADING_CONTEXT_TOKENS
-    return chunk_markdown(
+    return chunk_code_document(
         document.text,
         counter=minilm_token_counter(),
         chunk_size=settings.RAG_CHUNK_SIZE,
@@ -398,6 +399,7 @@ def _write_chunks(fresh: list[tuple[Document, list[TextChunk], list[str]]], vect
                     "has_code": c.has_code,
                     "has_table": c.has_table,
                     "token_count": c.token_count,
+                    **_code_metadata(c),
                 },
                 search_vector=RawSQL("%s::tsvector", (search_vector,)),
                 doc_length=doc_length,
@@ -405,6 +407,13 @@ def _write_chunks(fresh: list[tuple[Document, list[TextChunk], list[str]]], vect
             for (document, c, h), (search_vector, doc_length) in zip(new_chunks, keywords, strict=True)
         ]
     )
+
+
+def _code_metadata(chunk: TextChunk) -> dict:
+    """A code chunk's symbols, file lines and language (rag.indexing.code_chunking); nothing for other chunks."""
+    if chunk.lines is None:
+        return {}
+    return {"symbols": list(chunk.symbols), "lines": list(chunk.lines), "language": chunk.language}
 
 
 def _write_graph_facts(

@@ -1,6 +1,8 @@
 """Find missing, stale, failed and orphaned chunks for a model, and say what would repair them.
 
-It only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists.
+`reconcile` only reads: the caller (rag.tasks.repair_index) removes and enqueues what the report lists. With the
+milvus backend, `milvus_drift` compares Milvus's copy of the vectors with the chunks, and `milvus_repair` queues
+what differs in the outbox (rag.indexing.vector_outbox), whose drain writes it.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import CharField, Count, F, FilteredRelation, Func, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from documents.models import Document
+from rag.corpus import milvus
 from rag.corpus.names import entity_key, is_meaningful_key
 from rag.indexing.index_status import WORKING
 from rag.indexing.model_switch import documents_lacking_configured_model
+from rag.indexing.vector_outbox import outbox_enqueue
 from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
 
 
@@ -155,3 +160,62 @@ def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False)
         .filter((unqueued & ~Q(team_id__in=behind)) | abandoned)
         .values_list("pk", flat=True)
     )
+
+
+@dataclass
+class MilvusDrift:
+    """How Milvus's copy of the vectors differs from PostgreSQL's chunks (RAG_VECTOR_BACKEND=milvus).
+
+        missing: chunks with no vector in Milvus; stale: vectors whose scalar fields (team, collection, document,
+        version) differ from the chunk's; orphaned: vectors of chunks that no longer exist (or of a model Milvus keeps
+        them under by mistake); collections: Milvus collections of ours no model's chunks need, such as an old model's
+    after a model switch (dropped, vectors and all, by the repair).
+    """
+
+    missing: list[int] = field(default_factory=list)
+    stale: list[int] = field(default_factory=list)
+    orphaned: list[int] = field(default_factory=list)
+    collections: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name)) for name in ("missing", "stale", "orphaned", "collections")}
+
+
+def milvus_drift() -> MilvusDrift:
+    """Compare every Milvus collection of ours with the chunks of its model, row by row (chunk ids and scalar fields).
+
+    The vectors themselves are not compared: a chunk's vector never changes under its id without an outbox row
+    (an embedding rewritten in place fires the update trigger).
+    """
+    drift = MilvusDrift()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT model_id, vector_dims(embedding) FROM document_embeddings")
+        models = {milvus.collection_name(model_id, dimension): model_id for model_id, dimension in cursor.fetchall()}
+    stored = set(milvus.our_collections())
+    drift.collections = sorted(stored - set(models))
+    for name, model_id in models.items():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT e.id, e.team_id::text, d.collection_id::text, e.document_id::text, e.document_version"
+                " FROM document_embeddings e JOIN documents_document d ON d.id = e.document_id WHERE e.model_id = %s",
+                [model_id],
+            )
+            expected = {pk: (team, collection, document, int(version)) for pk, team, collection, document, version in cursor}
+        if name in stored:
+            for row in milvus.stored_rows(name):
+                want = expected.pop(row.chunk_id, None)
+                if want is None:
+                    drift.orphaned.append(row.chunk_id)
+                elif want != (row.team, row.collection, row.document, row.version):
+                    drift.stale.append(row.chunk_id)
+        drift.missing.extend(expected)
+    return drift
+
+
+def milvus_repair(drift: MilvusDrift) -> int:
+    """Queue every drifted chunk in the outbox (the drain writes or deletes it), drop unneeded collections; how many queued."""
+    for name in drift.collections:
+        milvus.drop_collection(name)
+    chunk_ids = sorted({*drift.missing, *drift.stale, *drift.orphaned})
+    outbox_enqueue(chunk_ids)
+    return len(chunk_ids)

@@ -16,9 +16,21 @@ from django.conf import settings
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from config.errors import ApplicationError, InvalidQuery, RagDisabled, ValidationFailed
+from config.errors import ApplicationError, Forbidden, InvalidQuery, RagDisabled, ValidationFailed
 from config.exceptions import first_message
-from config.rpc import IdInput, PaginationInput, SerializerClass, check_json_types, check_known_fields, envelope, page_body
+from config.rpc import (
+    IdInput,
+    PaginationInput,
+    SerializerClass,
+    check_json_types,
+    check_known_fields,
+    envelope,
+    page_body,
+    paginated_envelope,
+)
+from connectors.apis import SyncedSourceOutput, SyncOutput
+from connectors.selectors import source_get, source_list, source_with_progress
+from connectors.services import source_sync_request
 from documents.apis import CollectionOutput, DocumentInfoOutput
 from documents.selectors import collection_list, document_get, source_of
 from permissions.models import User
@@ -158,6 +170,22 @@ def _get_entity(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
     return envelope(EntityDetailOutput)({"data": entity_get(user=caller.user, entity_id=data["id"], limit=data["limit"])}).data
 
 
+def _list_sources(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    sources = list(source_list(user=caller.user)[data["offset"] : data["offset"] + data["limit"]])
+    body = {
+        "data": [source_with_progress(source) for source in sources],
+        "pagination": {"limit": data["limit"], "offset": data["offset"], "total": source_list(user=caller.user).count()},
+    }
+    return cast(dict[str, Any], paginated_envelope(SyncedSourceOutput)(body).data)
+
+
+def _sync_source(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    source = source_get(user=caller.user, source_id=data["id"])
+    if not caller.can_write:
+        raise Forbidden("Syncing a source needs a write-scoped token.")
+    return envelope(SyncOutput)({"data": source_sync_request(source=source)}).data
+
+
 _QUERY = "The question or search words, in plain language."
 _COLLECTION = "Only passages of this collection (an id from list_collections)."
 _DOCUMENT = "Only passages of this document."
@@ -271,6 +299,30 @@ TOOLS: dict[str, Tool] = {
                 "limit": "How many neighbours and passages to return.",
             },
             run=_get_entity,
+        ),
+        Tool(
+            name="list_sources",
+            title="List sources",
+            description="The sources you own (a team admin: every source of the team) that keep collections in sync "
+            "with folders, exports, repositories, sites and buckets: kind, configuration (never secrets), collection, "
+            "state (active or paused), and the latest sync's counts, progress and errors. The same as POST /api/sources.list.",
+            input=PaginationInput,
+            arguments={"limit": "How many sources to return.", "offset": "How many to skip (paging)."},
+            run=_list_sources,
+            input_error=ValidationFailed,
+            rag=False,
+        ),
+        Tool(
+            name="sync_source",
+            title="Sync a source now",
+            description="Queue a sync of one of your sources (or return the one already queued or running): new and "
+            "changed items become documents or new versions, items gone from the source archive theirs. Follow it with "
+            "list_sources. Needs a write-scoped token. The same as POST /api/sources.sync.",
+            input=IdInput,
+            arguments={"id": "The source's id (from list_sources)."},
+            run=_sync_source,
+            input_error=ValidationFailed,
+            rag=False,
         ),
     )
 }

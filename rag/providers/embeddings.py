@@ -25,6 +25,7 @@ def _config(kind: str | None, model_id: str | None, dimension: int | None) -> tu
         settings.RAG_EMBEDDING_MAX_RETRIES,
         settings.RAG_LOCAL_ENCODER,
         settings.RAG_LOCAL_ENCODER_THREADS,
+        settings.RAG_LOCAL_ENCODER_CACHE_DIR,
     )
 
 
@@ -50,8 +51,13 @@ def reset_provider_cache() -> None:
     _cache.clear()
 
 
+def cached_providers() -> list[EmbeddingProvider]:
+    """The providers this process has built so far (what /health reports as loaded)."""
+    return list(_cache.values())
+
+
 def _build(
-    kind, model, dimension, base_url, api_key, batch_size, timeout, max_retries, local_encoder, local_threads
+    kind, model, dimension, base_url, api_key, batch_size, timeout, max_retries, local_encoder, local_threads, local_cache_dir
 ) -> EmbeddingProvider:
     remote = {
         "model_id": model,
@@ -65,7 +71,9 @@ def _build(
 
         if model != MODEL_ID:
             raise ImproperlyConfigured(f"The local provider only has {MODEL_ID}; RAG_EMBEDDING_MODEL is {model!r}")
-        return LocalEmbeddingProvider(dimension=dimension, encoder=local_encoder, threads=local_threads)
+        return LocalEmbeddingProvider(
+            dimension=dimension, encoder=local_encoder, threads=local_threads, cache_dir=local_cache_dir
+        )
     if kind == "fake":
         from rag.providers.fakes import FakeEmbeddingProvider
 

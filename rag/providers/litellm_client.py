@@ -33,6 +33,35 @@ def import_litellm() -> ModuleType:
     return litellm
 
 
+def preload_litellm() -> None:
+    """LiteLLM and the SDK it calls most models through, imported in a parent before it forks its workers.
+
+    Imports only: a call (even a mocked one) would start LiteLLM's logging threads, which a fork does not copy.
+    Without this a worker's first answer imported them (~4 s for LiteLLM, ~2 s more for the OpenAI SDK's resources).
+    """
+    import_litellm()
+    import httpcore  # noqa: F401
+    import openai
+
+    try:
+        import h2.connection  # noqa: F401  (httpx's HTTP/2, which the SDK's client loads on its first request)
+    except ImportError:
+        pass  # installed without HTTP/2: nothing to load
+
+    client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:1/v1")  # never called
+    client.chat.completions, client.embeddings  # noqa: B018 (the resources load their modules on first access)
+
+
+def warm_litellm(model: str) -> None:
+    """One mocked completion through LiteLLM (no request is sent), in a worker before it serves: what LiteLLM loads on its first call."""
+    litellm = import_litellm()
+    response = litellm.completion(
+        model=model, messages=[{"role": "user", "content": "warm up"}], mock_response="ok", stream=True, max_tokens=1
+    )
+    for _ in response:
+        pass
+
+
 def provider_error(litellm: ModuleType, exc: Exception) -> ProviderError:
     """A LiteLLM (or network) exception as a transient or permanent ProviderError, with its Retry-After."""
     if isinstance(exc, ProviderError):

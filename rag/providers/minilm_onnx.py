@@ -9,16 +9,37 @@ One session serves queries and batches on RAG_LOCAL_ENCODER_THREADS intra-op thr
 cores). Unlike NumPy's BLAS, whose second thread doubled a query's latency in a loaded web server,
 onnxruntime's pool without spinning gains from the second core even when the cores are contended
 (bench/encoder_compare.py).
+
+Every process that serves has its own session (its thread pool does not survive a fork), but the weights are
+shared: the graph is saved once under RAG_LOCAL_ENCODER_CACHE_DIR with its weights in a file beside it
+(`model_files`), which onnxruntime maps into memory rather than copying, and with weight prepacking off it
+computes from that mapping as it is. So the ~90 MB of weights are in memory once, in the page cache, however
+many web workers and Celery processes hold a session (bench/footprint.py). Where the directory cannot be
+written the graph is built in memory per process, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from rag.providers.minilm import MiniLMEncoder, MiniLMWeights
+from rag.providers import minilm
+from rag.providers.minilm import MODEL_ID, MiniLMEncoder, MiniLMWeights, model_dir
+
+if TYPE_CHECKING:
+    # Imported where a session is made, never before a fork: a process forked after onnxruntime's import
+    # aborts when it exits ("terminate called ... No such process"), and `model_files` runs in the parents.
+    import onnxruntime as ort
+
+logger = logging.getLogger(__name__)
 
 # onnxruntime's contrib operators for transformers, registered with its CPU execution provider.
 _MS = "com.microsoft"
@@ -119,7 +140,60 @@ def build_graph(w: MiniLMWeights) -> onnx.ModelProto:
     return model
 
 
-def _session(model: bytes, *, threads: int) -> ort.InferenceSession:
+def model_files(cache_dir: Path) -> Path | None:
+    """The graph saved under `cache_dir` with its weights in a file beside it, built on first use; None if it cannot be written.
+
+    Its name digests what the graph is made from (this code, the checkpoint, the onnx package), so a change
+    to any builds a new one rather than reusing a stale graph. Processes starting together may both build it:
+    each writes a folder of its own and renames it into place, and the one that finds it there already
+    drops its own.
+    """
+    weights = model_dir() / "model.safetensors"
+    digest = hashlib.sha256()
+    for source in (Path(__file__), Path(minilm.__file__)):
+        digest.update(source.read_bytes())
+    digest.update(f"{weights.stat().st_size}:{weights.stat().st_mtime_ns}:{onnx.__version__}".encode())
+    final = cache_dir / f"{MODEL_ID}-{digest.hexdigest()[:16]}"
+    graph = final / "model.onnx"
+    if graph.is_file():
+        return graph
+    partial = cache_dir / f".{final.name}.{os.getpid()}.tmp"
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        onnx.save_model(
+            build_graph(MiniLMWeights.load()),
+            str(partial / "model.onnx"),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="weights.bin",
+            size_threshold=1024,
+        )
+        try:
+            partial.rename(final)
+        except OSError:  # another process put its own there first: the same bytes
+            shutil.rmtree(partial, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        logger.warning("cannot save the encoder's graph under %s (%s): each process builds its own in memory", cache_dir, exc)
+        return None
+    _release_freed_memory()
+    return graph
+
+
+def _release_freed_memory() -> None:
+    """Hand the building's temporaries (~300 MB at the peak) back to the system: a parent would pass them on to its workers."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: the allocator keeps them, which costs memory and nothing else
+
+
+def _session(model: bytes | str, *, threads: int) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -128,23 +202,43 @@ def _session(model: bytes, *, threads: int) -> ort.InferenceSession:
     # loaded machine). Without spinning, a busy core costs little: the calling thread takes back
     # the work a descheduled pool thread has not started.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Prepacking copies each MatMul's weights into a layout of its own, ~45 MB in every process; without it
+    # the weights are read from the shared mapping, for ~1 ms more per query (bench/footprint.py).
+    options.add_session_config_entry("session.disable_prepacking", "1")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-class OnnxMiniLM(MiniLMEncoder):
-    """Loading takes ~1 s and ~200 MB resident; use `rag.providers.local.load_local_model()` to share one."""
+def _batch_run_options() -> ort.RunOptions:
+    """A batch's activations (~100 MB for 4096 tokens) are given back to the system after the run: the memory arena
+    would otherwise keep its peak in every Celery process for good. A query's are small and stay for the next one."""
+    import onnxruntime as ort
 
-    def __init__(self, *, threads: int) -> None:
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
+class OnnxMiniLM(MiniLMEncoder):
+    """Loading takes ~0.2 s once the graph is saved; use `rag.providers.local.load_local_model()` to share one per process."""
+
+    def __init__(self, *, threads: int, cache_dir: Path | None = None) -> None:
         super().__init__()
         self.threads = threads
-        # The weights and the graph are temporaries, freed once serialised: only the session keeps a copy.
-        model = build_graph(MiniLMWeights.load()).SerializeToString()
+        graph = model_files(cache_dir) if cache_dir is not None else None
+        if graph is not None:
+            self.shared_weights = True
+            self._session = _session(str(graph), threads=threads)
+        else:
+            self.shared_weights = False
+            # The weights and the graph are temporaries, freed once serialised: only the session keeps a copy.
+            model = build_graph(MiniLMWeights.load()).SerializeToString()
+            self._session = _session(model, threads=threads)
         # onnxruntime sessions are safe to run from several threads at once (gthread web workers).
-        self._session = _session(model, threads=threads)
+        self._batch_run = _batch_run_options()
 
     def encode_query(self, text: str) -> np.ndarray:
         ids = np.array([self._encoder_tokenizer.encode(text).ids], dtype=np.int64)
-        return self._forward(ids, np.ones_like(ids))[0]
+        return self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return self._session.run(None, {"input_ids": ids, "attention_mask": mask}, self._batch_run)[0]

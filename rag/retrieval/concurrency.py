@@ -6,6 +6,7 @@ ranks by vector, so the two take one core each instead of queueing.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -57,7 +58,8 @@ def run_in_background(fn: Callable[..., T], /, **kwargs) -> Future[tuple[T, floa
         started = time.perf_counter()
         return fn(**kwargs), round((time.perf_counter() - started) * 1000, 2)
 
-    return _pool().submit(run)
+    # The caller's context goes along: its reads go to the same database (config.replicas) on this thread.
+    return _pool().submit(contextvars.copy_context().run, run)
 
 
 def close_background_connections() -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from django.db import connection
-
 from config.errors import NotFound
+from config.replicas import read_connection
 from permissions.models import User
 from rag.corpus.names import entity_key
 from rag.corpus.serving_model import serving_model
@@ -91,7 +90,7 @@ def _summaries(scope: SearchScope, where: str, params: dict, *, limit: int, offs
     private. Spelling and kind are read for the page's entities only.
     """
     visible, visible_params = scope.whole_named
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({visible}),
                 counted AS (
@@ -146,7 +145,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
     if not found:
         raise NotFound("Entity not found.")
     model_id = serving_model(user.team_id).model_id
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         # The neighbours that count for the viewer (one of their mentions does: `visible_mention`), with their keys
         # to order by; only the page's are summarised (counted, spelt) after.
         cursor.execute(
@@ -183,7 +182,7 @@ def entity_get(*, user: User, entity_id: uuid.UUID, limit: int = 25) -> EntityDe
     )
     by_id = {summary.id: summary for summary in others}
     neighbours = [Neighbour(by_id[o], p, d, float(c), float(w), chunk) for o, _, d, p, c, w, chunk in edges if o in by_id]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.whole_sql})
                 SELECT e.document_id, e.document_version, e.chunk_index, d.title, e.chunk_text
@@ -207,7 +206,7 @@ def passage_get(*, user: User, document_id: uuid.UUID, version: int, chunk_index
     if user.team_id is None:
         raise NotFound("Passage not found.")
     scope = search_scope(user=user, document_id=document_id)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""WITH v AS MATERIALIZED ({scope.whole_sql})
                 SELECT d.title, e.chunk_text, e.start_offset, e.end_offset

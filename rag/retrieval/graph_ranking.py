@@ -16,8 +16,7 @@ import math
 import uuid
 from typing import NamedTuple
 
-from django.db import connection
-
+from config.replicas import read_connection
 from rag.corpus.names import is_meaningful_key, normalised_text
 from rag.retrieval.graph_policy import mention_counts, relation_counts, titled_document_visible
 from rag.retrieval.hits import Hit
@@ -124,7 +123,7 @@ def _ranking_entities(seed_chunk_ids: list[int], model_id: str) -> dict[uuid.UUI
     """The entities the seed chunks are about (their documents' subjects), the best-ranked chunk's weight each."""
     if not seed_chunk_ids:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         # These chunks came from rankings that already filtered by the scope.
         cursor.execute(
             "SELECT chunk_id, entity_id FROM graph_mentions WHERE chunk_id = ANY(%s) AND subject AND model_id = %s",

@@ -17,8 +17,8 @@ import hashlib
 from typing import NamedTuple
 
 from django.core.cache import cache
-from django.db import connection
 
+from config.replicas import read_connection
 from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 from rag.retrieval.hits import Hit
 from rag.retrieval.stats import STATS_CACHE_SECONDS, IndexStats
@@ -133,7 +133,7 @@ def keyword_ranking(
     n = float(max(stats.chunks, 1))
     avgdl = max(stats.keyword_length / n, 1.0)
     params: dict = {"cfg": TEXT_SEARCH_CONFIG, "q": query}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         common: list[tuple[str, int]] = []
         lexemes: list[str] = []
         # Only hybrid's candidates, in a scope where a word can be common, read the lexemes first (to look up
@@ -182,7 +182,7 @@ def keyword_relevances(ranking: KeywordRanking, *, chunk_ids: list[int], model_i
     ceiling = ranking.ceiling
     if not chunk_ids or ceiling <= 0:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             # Each candidate's postings of the query's words, looked up in the primary key (chunk, lexeme).
             # OFFSET 0 keeps the subquery per candidate: flattened, the planner reads every posting of the

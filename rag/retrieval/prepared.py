@@ -18,8 +18,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.backends.utils import CursorWrapper
+
+from config.replicas import read_connection
 
 
 @contextmanager
@@ -32,7 +34,10 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     a transaction around the cursor. Wrapped as Django wraps its own cursors: database errors are Django's,
     and query logging and execute wrappers see its statements.
     """
-    with transaction.atomic():
+    # A read replica's connection when the request may read one (config.replicas): SET LOCAL and prepared
+    # statements are allowed in its read-only transactions.
+    connection = read_connection()
+    with transaction.atomic(using=connection.alias):
         with connection.cursor() as setting:
             setting.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         with connection.wrap_database_errors:

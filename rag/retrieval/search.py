@@ -423,6 +423,6 @@ def _load(hits: list[Hit], scope: SearchScope) -> dict[uuid.UUID, Document]:
     documents = (
         Document.objects.filter(pk__in={h.document_id for h in hits})
         .filter(pk__in=visible)
-        .only("id", "title", "collection_id", "updated_at", "version")
+        .only("id", "title", "collection_id", "updated_at", "version", "origin")
     )
     return {d.pk: d for d in documents}

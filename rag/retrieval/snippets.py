@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db import connection
-
+from config.replicas import read_connection
 from rag.corpus.text_search import TEXT_SEARCH_CONFIG
 
 # ts_headline wraps each matched word in these: private-use characters, removed from the passages first,
@@ -32,7 +31,7 @@ def passage_snippets(*, query: str, passages: Sequence[str]) -> list[Snippet]:
     if not passages:
         return []
     clean = [_through_headline(p) for p in passages]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", [TEXT_SEARCH_CONFIG, query])
         lexemes = cursor.fetchone()[0]
         cursor.execute(

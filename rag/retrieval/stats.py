@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.cache import cache
-from django.db import connection
 
+from config.replicas import read_connection
 from rag.retrieval.visibility import SearchScope
 
 STATS_CACHE_SECONDS = 60
@@ -34,7 +34,7 @@ def scope_index_stats(scope: SearchScope, *, model_id: str) -> IndexStats:
     if cached is not None:
         return IndexStats(*cached)
     visible, params = scope.whole_sql, scope.whole_params
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"WITH v AS ({visible}) SELECT coalesce(sum(s.chunk_count), 0), coalesce(sum(s.keyword_length), 0) "
             "FROM document_index_status s JOIN v ON v.id = s.document_id AND v.version = s.indexed_version "
@@ -52,7 +52,7 @@ def model_chunk_count(model_id: str) -> int:
     key = f"rag:model-chunks:{model_id}"
     cached = cache.get(key)
     if cached is None:
-        with connection.cursor() as cursor:
+        with read_connection().cursor() as cursor:
             # An index-only count on (model_id, content_hash); a few milliseconds per 100k chunks, every few minutes.
             cursor.execute("SELECT count(*) FROM document_embeddings WHERE model_id = %s", [model_id])
             cached = int(cursor.fetchone()[0])

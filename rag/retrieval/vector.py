@@ -12,21 +12,32 @@ A walk through a narrow share finds the scope's nearest chunks badly (recall@10 
 the index is scanned by its sign bits, and a wide one walked when that reads less. A walk that still
 comes back short (a scope whose chunks all lie far from the query) is finished by an exact scan: a
 page is never short while the scope has chunks to fill it.
+
+With the milvus backend (RAG_VECTOR_BACKEND=milvus) a scope above the exact scan's size is ranked by Milvus
+instead: the scope goes as a filter expression (visibility.milvus_expression), and every chunk Milvus returns is
+checked again against the visible documents, in SQL, before it counts (its score read from PostgreSQL's vector).
+A page the check leaves short asks Milvus for more, and one Milvus cannot fill (its copy behind the outbox) is
+finished by the exact scan too, and one Milvus does not answer is ranked in PostgreSQL as without it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from config.replicas import read_connection
+from rag.corpus import milvus
 from rag.corpus.vector_index import vector_expression
 from rag.retrieval.hits import Hit
 from rag.retrieval.query import vector_literal
-from rag.retrieval.visibility import SearchScope
+from rag.retrieval.visibility import SearchScope, milvus_expression
 
-Path = Literal["exact", "signs", "hnsw"]
+logger = logging.getLogger("rag.search")
+
+Path = Literal["exact", "signs", "hnsw", "milvus"]
 # What one walked HNSW entry costs against one exactly scanned chunk (neighbour distances and a
 # heap fetch against a heap fetch and one distance): measured 4-6 on the scoped benchmark
 # (bench/scoped.py, docs/benchmarks.md).
@@ -93,11 +104,14 @@ def expected_walk(*, limit: int, scope_chunks: int, model_chunks: int) -> int:
     return max(ef_search(limit, model_chunks), int(limit / share))
 
 
-def choose_path(*, limit: int, scope_chunks: int, model_chunks: int) -> Path:
-    """Exact when the scope is small; by sign bits when it is a narrow share of the index (a walk would miss)
-    or they read less than a walk; otherwise a walk. Costs in exactly scanned chunks."""
+def choose_path(*, limit: int, scope_chunks: int, model_chunks: int, in_milvus: bool | None = None) -> Path:
+    """Exact when the scope is small; Milvus with the milvus backend (`in_milvus`, by default the setting's); by
+    sign bits when it is a narrow share of the index (a walk would miss) or they read less than a walk; otherwise
+    a walk. Costs in exactly scanned chunks."""
     if scope_chunks <= settings.RAG_EXACT_SEARCH_MAX_CHUNKS:
         return "exact"
+    if milvus.milvus_enabled() if in_milvus is None else in_milvus:
+        return "milvus"
     walk = HNSW_STEP_COST * expected_walk(limit=walk_rows(limit), scope_chunks=scope_chunks, model_chunks=model_chunks)
     if not settings.RAG_SIGN_BITS_MAX_SHARE or scope_chunks > SIGN_SCAN_CAP:
         return "exact" if scope_chunks <= walk else "hnsw"  # no sign bits: the scan or the walk, whichever reads less
@@ -137,6 +151,24 @@ def vector_ranking(
     elif path == "signs":
         depth = rerank_depth(limit, scope_chunks)
         rows = _signs(scope, literal, model_id=model_id, limit=limit, depth=depth, scope_chunks=scope_chunks)
+    elif path == "milvus":
+        try:
+            rows = _milvus(scope, vector, literal, model_id=model_id, dimension=dimension, limit=limit, model_chunks=model_chunks)
+        except milvus.MilvusUnavailable as exc:
+            # PostgreSQL still holds every vector (and its HNSW index and sign bits): slower, never wrong.
+            logger.warning("vector search in PostgreSQL: Milvus did not answer (%s)", exc)
+            path = choose_path(limit=limit, scope_chunks=scope_chunks, model_chunks=model_chunks, in_milvus=False)
+            return vector_ranking(
+                scope=scope,
+                vector=vector,
+                model_id=model_id,
+                dimension=dimension,
+                limit=limit,
+                threshold=threshold,
+                scope_chunks=scope_chunks,
+                model_chunks=model_chunks,
+                path=path,
+            )
     if rows is not None and len(rows) < min(limit, scope_chunks):
         rows = None  # the walk gave up before the page was full (or a chunk had no sign bits): scan the scope instead
     if rows is None:
@@ -164,7 +196,7 @@ def vector_similarities(*, vector: list[float], chunk_ids: list[int], model_id: 
     """
     if not chunk_ids:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT id, 1 - (embedding <=> %s::vector) FROM document_embeddings WHERE id = ANY(%s) AND model_id = %s",
             [vector_literal(vector), chunk_ids, model_id],
@@ -193,7 +225,7 @@ def _scan(scope: SearchScope, literal: str, *, model_id: str, limit: int) -> lis
     chunks' narrow columns and distance are materialised before the join with the scope: joined
     first, the planner would hash whole rows, vectors included (a spill to disk past a few thousand).
     """
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"WITH v AS MATERIALIZED ({scope.whole_sql}),"
             f" c AS MATERIALIZED (SELECT {_COLUMNS}, e.embedding <=> %s::vector AS distance"
@@ -285,7 +317,8 @@ def _sign_pass(
         is_visible = (
             f"WHERE EXISTS (SELECT FROM ({visible}) v WHERE v.id = r.document_id AND v.version = r.document_version OFFSET 0)"
         )
-    with transaction.atomic(), connection.cursor() as cursor:
+    reads = read_connection()
+    with transaction.atomic(using=reads.alias), reads.cursor() as cursor:
         # The collections' share of the table is unknown when the statement is planned (they come from the
         # viewer's access): the planner, guessing most of it, would read the whole table instead of the index.
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -312,6 +345,63 @@ def _sign_pass(
         return cursor.fetchall()
 
 
+# Milvus is first asked for this many times the page (at least MILVUS_MIN_CANDIDATES), then four times more each
+# round while the check against the visible documents leaves the page short, up to Milvus's top-k limit.
+MILVUS_OVERFETCH = 2
+MILVUS_MIN_CANDIDATES = 50
+MILVUS_GROWTH = 4
+
+
+def _milvus(
+    scope: SearchScope, vector: list[float], literal: str, *, model_id: str, dimension: int, limit: int, model_chunks: int
+) -> list[tuple]:
+    """The scope's nearest `limit` chunks through Milvus, each checked against the visible documents in SQL.
+
+    Milvus filters by the scope's expression (team, collections, documents: ids only, read from PostgreSQL at
+    this request). Its copy may lag (the outbox) or hold fields a permission change has made too wide: the
+    check is what decides. Candidates the check drops leave the page short: Milvus is asked for more, until the
+    page is full or Milvus has no more matching rows.
+    """
+    expression = milvus_expression(scope)
+    if expression is None:
+        return []
+    want = max(MILVUS_MIN_CANDIDATES, MILVUS_OVERFETCH * limit)
+    checked: set[int] = set()
+    rows: list[tuple] = []
+    while True:
+        found = milvus.search(
+            model_id=model_id,
+            dimension=dimension,
+            vector=vector,
+            expression=expression,
+            limit=want,
+            ef=ef_search(want, model_chunks),
+        )
+        fresh = [hit.chunk_id for hit in found if hit.chunk_id not in checked]
+        checked.update(fresh)
+        rows.extend(_visible_rows(scope, literal, model_id=model_id, chunk_ids=fresh))
+        if len(rows) >= limit or len(found) < want or want >= milvus.MAX_TOP_K:
+            break
+        want = min(milvus.MAX_TOP_K, want * MILVUS_GROWTH)
+    rows.sort(key=lambda row: (-row[6], row[0]))
+    return rows[:limit]
+
+
+def _visible_rows(scope: SearchScope, literal: str, *, model_id: str, chunk_ids: list[int]) -> list[tuple]:
+    """Those of `chunk_ids` that are chunks of `model_id` of a visible document at its current version, scored."""
+    if not chunk_ids:
+        return []
+    visible, params = scope.named
+    with read_connection().cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_COLUMNS}, 1 - (e.embedding <=> %(q)s::vector) FROM document_embeddings e"
+            f" WHERE e.id = ANY(%(ids)s) AND e.model_id = %(model)s"
+            f" AND EXISTS (SELECT FROM ({visible}) v WHERE v.id = e.document_id AND v.version = e.document_version OFFSET 0)",
+            {**params, "q": literal, "ids": chunk_ids, "model": model_id},
+        )
+        return cursor.fetchall()
+
+
 def _walk(
     scope: SearchScope, literal: str, *, model_id: str, dimension: int, limit: int, gather: int, walk: int, ef: int
 ) -> list[tuple]:
@@ -323,7 +413,8 @@ def _walk(
     whose chunks are far from the query costs a bounded walk and then an exact scan, not a crawl.
     """
     distance = f"({vector_expression(dimension, 'e')} <=> %s::vector({int(dimension)}))"
-    with transaction.atomic(), connection.cursor() as cursor:
+    reads = read_connection()
+    with transaction.atomic(using=reads.alias), reads.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [ef])
         cursor.execute("SET LOCAL hnsw.max_scan_tuples = %s", [min(MAX_SCAN_TUPLES, max(2 * ef, WALK_SLACK * walk))])

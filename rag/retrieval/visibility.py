@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from config.replicas import read_connection
 from documents.models import Collection, Document, DocumentMembership
 from permissions.models import User
+from rag.corpus.milvus import quoted
 
 
 def _named(sql: str, params: tuple, prefix: str = "v") -> tuple[str, dict]:
@@ -146,3 +148,51 @@ def search_scope(
         collections_params=collections_params,
         tags=wanted,
     )
+
+
+# A scope of up to this many visible documents goes to Milvus as their list: exact, nothing for the check to drop.
+MILVUS_DOCUMENT_LIST_MAX = 1_000
+# A wider one goes as the readable collections (and the documents shared with the viewer outside them), less at
+# most this many documents of those collections the viewer may not see (drafts, archived, deleted); beyond that
+# the check against the visible documents drops them and Milvus is asked for more.
+MILVUS_EXCLUDE_MAX = 1_000
+
+
+def milvus_expression(scope: SearchScope) -> str | None:
+    """The scope as a Milvus filter expression over the chunks' scalar fields (None: nothing is visible).
+
+    Built from PostgreSQL at each search (ids only), so it never goes stale; it may be wider than the scope, never
+    narrower: the vector ranking checks every hit against the visible documents again (rag.retrieval.vector).
+    """
+    team = f'team == "{scope.user.team_id}"'
+    if scope.document_id is not None:
+        return f'{team} and document == "{scope.document_id}"'
+    visible, params = scope.whole_named
+    with read_connection().cursor() as cursor:
+        cursor.execute(f"SELECT id FROM ({visible}) v LIMIT %(most)s", {**params, "most": MILVUS_DOCUMENT_LIST_MAX + 1})
+        documents = [pk for (pk,) in cursor.fetchall()]
+        if not documents:
+            return None
+        if len(documents) <= MILVUS_DOCUMENT_LIST_MAX:
+            return f"{team} and document in {quoted(documents)}"
+        readable = Collection.objects.visible_to(scope.user).order_by()
+        if scope.collection_id is not None:
+            readable = readable.filter(pk=scope.collection_id)
+        collections = list(readable.values_list("id", flat=True))
+        cursor.execute(
+            f"SELECT id FROM ({visible}) v WHERE NOT collection_id = ANY(%(readable)s)", {**params, "readable": collections}
+        )
+        shared = [pk for (pk,) in cursor.fetchall()]
+        cursor.execute(
+            f"SELECT d.id FROM documents_document d WHERE d.collection_id = ANY(%(readable)s)"
+            f" AND NOT EXISTS (SELECT FROM ({visible}) v WHERE v.id = d.id) LIMIT %(most)s",
+            {**params, "readable": collections, "most": MILVUS_EXCLUDE_MAX + 1},
+        )
+        hidden = [pk for (pk,) in cursor.fetchall()]
+    ways = [f"collection in {quoted(collections)}"] if collections else []
+    if shared:
+        ways.append(f"document in {quoted(shared)}")
+    expression = f"{team} and ({' or '.join(ways)})"
+    if hidden and len(hidden) <= MILVUS_EXCLUDE_MAX:
+        expression += f" and not (document in {quoted(hidden)})"
+    return expression

@@ -24,6 +24,8 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from jsonschema import Draft202012Validator, FormatChecker
 from pytest_django import Settings
 
+from connectors.models import SourceSync, SyncedSource
+from connectors.services import source_create
 from documents.ingestion.jobs import IncomingFile, import_job_create, import_job_run
 from documents.models import Document, ImportJob
 from permissions.members.services import invite_create
@@ -49,6 +51,7 @@ COVERED_RESOURCES = {
     "groups",
     "users",
     "invites",
+    "sources",
 }
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
@@ -116,6 +119,21 @@ class World:
     job: ImportJob
     imported: Document
     conversation: Conversation
+    source: SyncedSource
+
+
+def synced_source(cast: Cast) -> SyncedSource:
+    """An Obsidian ZIP source of alice's, whose last sync failed on one item."""
+    source = source_create(by=cast.alice, name="Vault", kind="zip", config={"flavour": "obsidian"}, collection=cast.handbook)
+    sync = SourceSync.objects.create(
+        source=source, stage="done", seen=2, created=1, failed=1, errors=[{"key": "a.png", "message": "Binary."}]
+    )
+    SyncedSource.objects.filter(pk=source.pk).update(last_sync=sync)
+    return source
+
+
+def a_zip(w: World) -> dict[str, Any]:
+    return {"id": str(w.source.id), "file": SimpleUploadedFile("vault.zip", b"PK\x05\x06" + b"\x00" * 18)}
 
 
 @pytest.fixture
@@ -138,6 +156,7 @@ def world(cast: Cast, settings: Settings, tmp_path: Path) -> World:
         revoked=api_token_revoke(token=api_token_create(user=cast.alice, expires_at=timezone.now() + timedelta(days=1)).token),
         answer=QueryLog.objects.create(user=cast.alice, team_id=cast.alice.team_id, query="What do owls hunt?"),
         conversation=Conversation.objects.get(user=cast.alice),
+        source=synced_source(cast),
     )
 
 
@@ -207,6 +226,28 @@ CASES = [
     Case("documents.info", lambda w: {"id": str(w.orphan.id)}, note="author-gone"),
     Case("documents.info", lambda w: {"id": str(w.imported.id)}, note="imported"),
     Case("documents.import", upload, multipart=True),
+    Case("sources.kinds"),
+    Case("sources.list"),
+    Case("sources.info", lambda w: {"id": str(w.source.id)}),
+    Case("sources.info", lambda w: {"id": str(w.source.id)}, status=404, caller="charlie"),
+    Case("sources.syncs", lambda w: {"id": str(w.source.id)}),
+    Case(
+        "sources.create",
+        lambda w: {"name": "Notion", "kind": "zip", "collectionId": str(w.cast.handbook.id), "config": {"flavour": "notion"}},
+    ),
+    Case(
+        "sources.create",
+        lambda w: {"name": "Bad", "kind": "zip", "collectionId": str(w.cast.handbook.id), "config": {"flavour": "wiki"}},
+        status=400,
+        note="flavour",
+    ),
+    Case("sources.update", lambda w: {"id": str(w.source.id), "intervalMinutes": 0, "secrets": {"token": "t"}}),
+    Case("sources.sync", lambda w: {"id": str(w.source.id)}),
+    Case("sources.sync", lambda w: {"id": str(w.source.id)}, status=403, scope=TokenScope.READ, note="read-scope"),
+    Case("sources.pause", lambda w: {"id": str(w.source.id)}),
+    Case("sources.resume", lambda w: {"id": str(w.source.id)}),
+    Case("sources.upload", a_zip, multipart=True),
+    Case("sources.delete", lambda w: {"id": str(w.source.id)}),
     Case("jobs.info", lambda w: {"id": str(w.job.id)}),
     Case("jobs.list"),
     Case("documents.list", lambda w: {"limit": 1}),

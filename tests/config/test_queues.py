@@ -31,8 +31,8 @@ def routed_to(task_name: str) -> str:
 
 
 def test_one_documents_tasks_are_routed_to_the_interactive_queue_and_every_other_task_to_bulk() -> None:
-    ours = sorted(name for name in app.tasks if name.split(".")[0] in ("rag", "documents", "permissions", "config"))
-    assert "rag.tasks.backfill_task" in ours and "documents.tasks.import_job_task" in ours
+    ours = sorted(name for name in app.tasks if name.split(".")[0] in ("rag", "connectors", "documents", "permissions", "config"))
+    assert {"rag.tasks.backfill_task", "documents.tasks.import_job_task", "connectors.tasks.sync_source_task"} <= set(ours)
     interactive = {"rag.tasks.index_document_task", "rag.tasks.remove_document_task"}
     assert {name: routed_to(name) for name in ours} == {name: INTERACTIVE if name in interactive else BULK for name in ours}
     # What beat sends (reconciliation, the recovery passes) waits behind no edit and holds none up.

@@ -88,6 +88,7 @@ def test_a_later_process_reuses_the_running_server_without_restarting_it(fresh_s
         ("DATABASE_CONN_MAX_AGE", "forever", "DATABASE_CONN_MAX_AGE has an invalid value"),
         ("DATABASE_PREPARED_STATEMENTS", "sometimes", "DATABASE_PREPARED_STATEMENTS must be true or false"),
         ("DEBUG", "perhaps", "DEBUG must be true or false"),
+        ("DATABASE_REPLICA_PIN_SECONDS", "3", "DATABASE_REPLICA_PIN_SECONDS (3) must be at least DATABASE_REPLICA_MAX_LAG"),
         ("RAG_GRAPH_EXTRACTOR", "spacy", "RAG_GRAPH_EXTRACTOR must be rules or llm, got 'spacy'"),
         ("RAG_GRAPH_LLM_MAX_CALLS", "-1", "RAG_GRAPH_LLM_MAX_CALLS must be at least 0"),
         ("RAG_LOCAL_ENCODER", "torch", "RAG_LOCAL_ENCODER must be onnx or numpy, got 'torch'"),

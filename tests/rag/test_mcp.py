@@ -25,7 +25,7 @@ from tests.servers import GunicornServer
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 T = TypeVar("T")
-TOOLS = {"search", "answer", "read_document", "list_collections", "find_entities", "get_entity"}
+TOOLS = {"search", "answer", "read_document", "list_collections", "find_entities", "get_entity", "list_sources", "sync_source"}
 
 
 @pytest.fixture(scope="module")
@@ -403,7 +403,7 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             {},
             (
                 "invalid_query",
-                "No tool named 'summon'; the tools are search, answer, read_document, list_collections, find_entities, get_entity.",
+                "No tool named 'summon'; the tools are search, answer, read_document, list_collections, find_entities, get_entity, list_sources, sync_source.",
             ),
         ),
     ],

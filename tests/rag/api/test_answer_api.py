@@ -79,7 +79,12 @@ def test_citations_map_to_the_passages_the_server_supplied(
     assert [c["n"] for c in data["citations"]] == [1, 2]
     for citation in data["citations"]:
         document = Document.objects.get(pk=citation["document"]["id"])
-        assert citation["document"] == {"id": str(document.pk), "title": document.title, "url": f"/doc/{document.pk}"}
+        assert citation["document"] == {
+            "id": str(document.pk),
+            "title": document.title,
+            "url": f"/doc/{document.pk}",
+            "origin": "",
+        }
         assert passages[str(citation["n"])] == document.title, "[n] is the passage numbered n in the prompt"
         assert document.text[citation["start"] : citation["end"]] == citation["context"]
         assert citation["version"] == document.version and citation["chunkIndex"] == 0 and 0 < citation["score"] <= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,3 +141,15 @@ def test_the_provider_embeds_queries_and_passages_alike(local_provider):
     query = provider.embed_query(TEXTS[0])
     assert len(query) == 384
     assert np.abs(np.array(query) - np.array(passage)).max() < 1e-6
+
+
+def test_the_onnx_encoder_maps_its_weights_from_the_saved_file_every_process_shares(onnx_encoder):
+    from django.conf import settings
+
+    model = load_local_model("onnx", 2, settings.RAG_LOCAL_ENCODER_CACHE_DIR)
+    assert model is not onnx_encoder and model.shared_weights
+    # onnxruntime reads the weights from the file's pages in the page cache, which every process maps, not from a copy.
+    mapped = {line.split()[-1] for line in open("/proc/self/maps") if line.rstrip().endswith("weights.bin")}
+    assert [Path(path).parent.parent for path in mapped] == [Path(settings.RAG_LOCAL_ENCODER_CACHE_DIR)]
+    assert_same_vectors(model.encode(TEXTS + [LONG]), onnx_encoder.encode(TEXTS + [LONG]))
+    assert_same_vectors(model.encode_query(TEXTS[0]), onnx_encoder.encode_query(TEXTS[0]))

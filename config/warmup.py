@@ -1,0 +1,103 @@
+"""What a serving process loads before it serves, off the request path: registered by the apps, run by the servers' hooks.
+
+Two steps, because a server forks its workers from one parent:
+
+- `preload()` runs once in the parent before it forks (gunicorn's master with `preload_app`, the Celery
+  worker's main process): what the workers then share copy-on-write, such as imports (LiteLLM's takes
+  seconds), the compiled templates and the model's files on disk. Nothing here may hold a thread, a socket or a connection, which
+  do not survive a fork: no database connection, no Redis client, no onnxruntime session.
+- `warm_up()` runs in each worker process after the fork, before it takes a request or a task (gunicorn's
+  `post_worker_init`, Celery's `worker_process_init`): its own onnxruntime session, the tokenizer, a first
+  query through both.
+
+`state()` says what this process has loaded, for /health (config.health). An app registers its steps
+in its AppConfig.ready(), as rag does (rag.warmup); config imports no app.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger("config.warmup")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    # Run in the parent before it forks: shared by the workers. None: nothing to share.
+    preload: Callable[[], None] | None = None
+    # Run in each worker process before it serves; returns what it loaded, in a few words.
+    warm: Callable[[], str] | None = None
+    # What this process holds now, read at each /health ("not loaded" until warm ran or a request loaded it).
+    report: Callable[[], str] | None = None
+
+
+def _compile_templates() -> None:
+    """Every template of the project's and the apps' folders, compiled into the cached loader: shared by the workers."""
+    from django.template import TemplateDoesNotExist, TemplateSyntaxError, engines
+    from django.template.utils import get_app_template_dirs
+
+    for engine in engines.all():
+        folders: list[str | Path] = [*engine.dirs, *(get_app_template_dirs("templates") if engine.app_dirs else ())]
+        for folder in map(Path, folders):
+            for path in sorted(folder.rglob("*.html")):
+                try:
+                    engine.get_template(path.relative_to(folder).as_posix())
+                except (TemplateDoesNotExist, TemplateSyntaxError):
+                    pass  # a fragment that only compiles where it is included: compiled on first use
+
+
+_steps: list[Step] = [Step("templates", preload=_compile_templates)]
+
+
+def register_warmup(step: Step) -> None:
+    if all(existing.name != step.name for existing in _steps):
+        _steps.append(step)
+
+
+def preload() -> None:
+    """Every registered preload, in this (parent) process; a failure is logged and left to the workers to meet."""
+    started = time.perf_counter()
+    for step in _steps:
+        if step.preload is None:
+            continue
+        try:
+            step.preload()
+        except Exception:
+            # The worker's warm-up (or its first request) meets the same error, and says so where it matters.
+            logger.exception("preloading %s failed", step.name)
+    logger.info("preloaded %s in %.1f s (pid %d)", ", ".join(s.name for s in _steps), time.perf_counter() - started, os.getpid())
+
+
+def warm_up(process: str) -> None:
+    """Every registered warm-up, in this worker process, before it serves; each logged on one line."""
+    started = time.perf_counter()
+    loaded = []
+    for step in _steps:
+        if step.warm is None:
+            continue
+        try:
+            loaded.append(f"{step.name}: {step.warm()}")
+        except Exception:
+            # Serving starts all the same: the first request meets the error and reports it as usual.
+            logger.exception("warming up %s failed", step.name)
+    took = time.perf_counter() - started
+    # The serve test reads this line: a worker has its model before its first request.
+    logger.info("%s (pid %d) warmed up in %.1f s: %s", process, os.getpid(), took, "; ".join(loaded) or "nothing to load")
+
+
+def state() -> dict[str, str]:
+    """What this process has loaded, by step ("not loaded" before its warm-up); empty when no app registered any."""
+    report = {}
+    for step in _steps:
+        if step.report is not None:
+            try:
+                report[step.name] = step.report()
+            except Exception as exc:  # health must report, never raise
+                report[step.name] = f"error: {exc.__class__.__name__}"
+    return report

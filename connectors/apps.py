@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ConnectorsConfig(AppConfig):
+    name = "connectors"
+    verbose_name = "Sources"
