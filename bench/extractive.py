@@ -48,6 +48,7 @@ def old_module(rev: str) -> types.ModuleType:
         ["git", "show", f"{rev}:rag/answering/extractive.py"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
     module = types.ModuleType("extractive_before")
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
     exec(compile(source, f"{rev}:rag/answering/extractive.py", "exec"), module.__dict__)
     return module
 

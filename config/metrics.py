@@ -20,6 +20,8 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -115,11 +117,42 @@ def provider_call(kind: str, model: str) -> Iterator[None]:
         PROVIDER_CALLS.labels(kind, model, outcome).inc()
 
 
+# Where the calls made while it is set add their tokens (one answer's generation: its metadata's token counts).
+_token_usage: ContextVar[TokenUsage | None] = ContextVar("cairn_token_usage", default=None)
+
+
+@dataclass
+class TokenUsage:
+    prompt: int = 0
+    completion: int = 0
+
+
 def record_tokens(model: str, *, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
     if input_tokens:
         PROVIDER_TOKENS.labels(model, "input").inc(input_tokens)
     if output_tokens:
         PROVIDER_TOKENS.labels(model, "output").inc(output_tokens)
+    usage = _token_usage.get()
+    if usage is not None:
+        usage.prompt += input_tokens or 0
+        usage.completion += output_tokens or 0
+
+
+def counting_tokens(pieces: Iterator[str], usage: TokenUsage) -> Iterator[str]:
+    """`pieces`, the tokens of the calls made while each is produced added to `usage`.
+
+    Set around each step rather than the whole stream: a generator runs in its consumer's context,
+    which may differ from one step to the next.
+    """
+    while True:
+        token = _token_usage.set(usage)
+        try:
+            piece = next(pieces)
+        except StopIteration:
+            return
+        finally:
+            _token_usage.reset(token)
+        yield piece
 
 
 def record_search(mode: str, *, stages_ms: dict[str, float], total_ms: float, results: int) -> None:

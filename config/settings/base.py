@@ -551,6 +551,13 @@ RAG_LOG_QUERIES = _bool("RAG_LOG_QUERIES", False)
 # any change to what the asker's team can read invalidates them sooner.
 RAG_ANSWER_CACHE = _bool("RAG_ANSWER_CACHE", True)
 RAG_ANSWER_CACHE_TTL = _positive_int("RAG_ANSWER_CACHE_TTL", 3600)
+# With an LLM configured, an extractive answer of at least this confidence is given as it is, without
+# the LLM (its metadata says fastPath: true); "off" always asks the LLM.
+RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE = env("RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE", default="high")
+if RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE not in {"high", "medium", "low", "off"}:
+    raise ImproperlyConfigured(
+        f"RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE must be high, medium, low or off, got {RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE!r}"
+    )
 # How many earlier turns of a conversation a follow-up is given: its rewrite into a question that
 # stands alone, and its prompt (0: each question is answered on its own, conversations still kept).
 RAG_CONVERSATION_TURNS = _positive_int("RAG_CONVERSATION_TURNS", 4, minimum=0)

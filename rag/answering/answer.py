@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import connection, transaction
 
-from config.metrics import KIND_LLM, provider_call
+from config.metrics import KIND_LLM, TokenUsage, counting_tokens, provider_call
 from permissions.models import User
 from rag.answering.cache import CachedAnswer, CacheSlot, answer_cache_lookup, answer_cache_store
 from rag.answering.citations import CitationFilter, clean_citations
-from rag.answering.confidence import Assessment, ConfidenceFactors
+from rag.answering.confidence import AnswerSupport, Assessment, ConfidenceFactors, answer_support
 from rag.answering.conversations import turn_save
-from rag.answering.extractive import INSUFFICIENT_ANSWER, extract
+from rag.answering.extractive import INSUFFICIENT_ANSWER, Extract, extract
 from rag.answering.followup import Thread, thread_for
 from rag.answering.passages import Passage, Retrieval, ms_since, passages_confidence, retrieve
 from rag.answering.prompt import build_prompt
@@ -38,6 +38,7 @@ from rag.providers.base import LLMClient
 from rag.providers.errors import PermanentProviderError, ProviderError
 from rag.providers.llm import get_llm
 from rag.providers.retry import stream_with_retries
+from rag.retrieval.search import MODES as RANKINGS
 
 logger = logging.getLogger("rag.answers")
 
@@ -61,6 +62,12 @@ class AnswerRecord:
     passages: int
     latency: dict[str, float]
     html: str
+    # An extractive answer given without asking the configured LLM: its evidence was strong enough.
+    fast_path: bool = False
+    # How many of the answer's passages each ranking found (vector, keyword, graph).
+    rankings: dict[str, int] = field(default_factory=dict)
+    # The LLM's tokens for this answer ({"prompt", "completion"}), None when no LLM wrote it.
+    tokens: dict[str, int] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -71,6 +78,9 @@ class AnswerRecord:
             "confidenceFactors": self.confidence_factors,
             "mode": self.mode,
             "cached": self.cached,
+            "fastPath": self.fast_path,
+            "rankings": self.rankings,
+            "tokens": self.tokens,
             "latency": self.latency,
         }
 
@@ -191,10 +201,14 @@ def _log_left(log: QueryLog, *, answer: str, started: float, latency: dict[str, 
     log.save()
 
 
-def answer_confidence(passages: dict[int, Passage], *, mode: str, cited: list[int]) -> Assessment:
+def answer_confidence(
+    passages: dict[int, Passage], *, mode: str, cited: list[int], support: AnswerSupport | None = None
+) -> Assessment:
     """Confidence in the answer as made: the evidence of the passages it cites (of all of them when it
-    cites none), then what the way it was made imposes."""
+    cites none), then what the way it was made imposes (an extractive answer's `support`: what it found)."""
     assessment = passages_confidence([passages[n] for n in cited] or list(passages.values()))
+    if mode == MODE_EXTRACTIVE and support is not None:
+        assessment = answer_support(assessment, support)
     if mode == MODE_INSUFFICIENT:
         return assessment.overruled(Confidence.INSUFFICIENT, "No sentence of the passages answers the question")
     if not cited and mode == MODE_GENERATED:
@@ -217,6 +231,7 @@ def answer_request(
     keep: bool,
     fresh: bool = False,
     replaces: uuid.UUID | None = None,
+    include_graph: bool = True,
 ) -> AnswerStream:
     """One rag.answer (the API's, streamed or not, and the MCP answer tool's): `query` in its conversation, answered.
 
@@ -237,6 +252,7 @@ def answer_request(
         tags=tags,
         started=started,
         fresh=fresh,
+        include_graph=include_graph,
     )
 
 
@@ -251,6 +267,7 @@ def answer_question(
     thread: Thread | None = None,
     started: float | None = None,
     fresh: bool = False,
+    include_graph: bool = True,
 ) -> AnswerStream:
     """The answer to `query` (in `thread`, a conversation's follow-up: then `query` is the thread's question
     rewritten to stand alone), from the answer cache when it holds one the asker may still be given (never
@@ -272,6 +289,7 @@ def answer_question(
         tags=tags,
         context=thread.context,
         fresh=fresh,
+        include_graph=include_graph,
     )
     if hit is not None:
         return cached_answer_events(user=user, query=query, hit=hit, started=started, thread=thread)
@@ -283,6 +301,7 @@ def answer_question(
         document_id=document_id,
         tags=list(tags),
         started=started,
+        include_graph=include_graph,
     )
     return answer_events(user=user, retrieval=retrieval, cache_slot=slot, thread=thread)
 
@@ -328,6 +347,7 @@ def cached_answer_events(*, user: User, query: str, hit: CachedAnswer, started: 
             passages=hit.passages,
             latency=latency,
             html=hit.html,
+            rankings=hit.rankings,
         )
         yield MetadataEvent(record)
         yield DoneEvent(record)
@@ -349,6 +369,10 @@ class _Plan:
     pieces: Iterator[str]
     client: LLMClient | None = None
     quotes: dict[int, tuple[int, int]] = field(default_factory=dict)
+    extracted: Extract | None = None
+    fast_path: bool = False
+    # The LLM's tokens as they are reported (generated answers only).
+    usage: TokenUsage | None = None
 
 
 def _citations(passages: Mapping[int, Passage], quotes: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, Any]]:
@@ -356,16 +380,28 @@ def _citations(passages: Mapping[int, Passage], quotes: Mapping[int, tuple[int, 
 
 
 def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
-    """Insufficient evidence says so; without an LLM the passages' own sentences answer; else the LLM streams one."""
+    """Insufficient evidence says so; without an LLM the passages' own sentences answer; else the LLM streams one,
+    unless the extractive answer is already as confident as RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE asks (the fast path)."""
     if retrieval.confidence == Confidence.INSUFFICIENT:
         return _Plan(MODE_INSUFFICIENT, _pieces(INSUFFICIENT_ANSWER))
     client = get_llm()
-    if client is None:
+    fast_path = settings.RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE
+    if client is None or fast_path != "off":
         extracted = extract(retrieval.query, retrieval.passages, facts=retrieval.facts)
         # No sentence of the passages answers the question: that is an insufficient answer, not an extractive one.
         mode = MODE_INSUFFICIENT if extracted.text == INSUFFICIENT_ANSWER else MODE_EXTRACTIVE
-        return _Plan(mode, _pieces(extracted.text), quotes=extracted.quotes)
+        plan = _Plan(mode, _pieces(extracted.text), quotes=extracted.quotes, extracted=extracted)
+        if client is None:
+            return plan
+        if mode == MODE_EXTRACTIVE:
+            passages = {p.n: p for p in retrieval.passages}
+            _, cited = clean_citations(extracted.text, set(passages))
+            level = answer_confidence(passages, mode=mode, cited=cited, support=extracted.support()).level
+            if _LEVEL_ORDER.index(level) >= _LEVEL_ORDER.index(fast_path):
+                plan.fast_path = True
+                return plan
     messages = build_prompt(retrieval.query, retrieval.passages, facts=retrieval.facts, earlier=thread.earlier)
+    usage = TokenUsage()
     pieces = _metered(
         stream_with_retries(
             lambda: client.stream(messages, max_tokens=settings.RAG_LLM_MAX_TOKENS),
@@ -375,7 +411,10 @@ def _answer_plan(retrieval: Retrieval, thread: Thread) -> _Plan:
         ),
         client.model,
     )
-    return _Plan(MODE_GENERATED, pieces, client)
+    return _Plan(MODE_GENERATED, counting_tokens(pieces, usage), client, usage=usage)
+
+
+_LEVEL_ORDER = (Confidence.INSUFFICIENT, Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH)
 
 
 def answer_events(
@@ -402,7 +441,7 @@ def answer_events(
     mode = plan.mode
     latency = {**thread.latency, **retrieval.latency}
     generation_started = time.perf_counter()
-    quotes = plan.quotes
+    quotes, extracted = plan.quotes, plan.extracted
     stream = _CitedStream(_citations(passages, quotes), first_text_latency=latency, started=retrieval.started)
     logged = False
     try:
@@ -429,7 +468,17 @@ def answer_events(
                 close()
         latency["generationMs"] = ms_since(generation_started)
         record = _answer_record(
-            log, answer=answer, mode=mode, passages=passages, quotes=quotes, retrieval=retrieval, thread=thread, latency=latency
+            log,
+            answer=answer,
+            mode=mode,
+            passages=passages,
+            quotes=quotes,
+            retrieval=retrieval,
+            thread=thread,
+            latency=latency,
+            extracted=extracted if mode == MODE_EXTRACTIVE else None,
+            fast_path=plan.fast_path,
+            tokens=_tokens(plan.usage) if mode == MODE_GENERATED else None,
         )
         logged = True
         if cache_slot is not None and not log.error:
@@ -453,11 +502,14 @@ def _answer_record(
     retrieval: Retrieval,
     thread: Thread,
     latency: dict[str, float],
+    extracted: Extract | None = None,
+    fast_path: bool = False,
+    tokens: dict[str, int] | None = None,
 ) -> AnswerRecord:
     """The answer with only the citations it makes, its confidence and html, saved as the thread's newest turn."""
     answer, cited = clean_citations(answer, set(passages))
     citations = [passages[n].citation(quotes.get(n)) for n in sorted(cited)]
-    assessment = answer_confidence(passages, mode=mode, cited=cited)
+    assessment = answer_confidence(passages, mode=mode, cited=cited, support=extracted.support() if extracted else None)
     latency["totalMs"] = ms_since(retrieval.started)
     log.answer, log.mode, log.confidence, log.citations = answer, mode, str(assessment.level), citations
     log.latency, log.total_ms = latency, latency["totalMs"]
@@ -475,7 +527,22 @@ def _answer_record(
         passages=len(passages),
         latency=latency,
         html=answer_html(answer, {c["n"]: c for c in citations}),
+        fast_path=fast_path,
+        rankings=_rankings(passages.values()),
+        tokens=tokens,
     )
+
+
+def _rankings(passages: Iterable[Passage]) -> dict[str, int]:
+    """How many of `passages` each ranking found (hybrid's: vector, keyword, graph)."""
+    found = [name for p in passages for name in p.found_by]
+    return {name: found.count(name) for name in RANKINGS if name != "hybrid"}
+
+
+def _tokens(usage: TokenUsage | None) -> dict[str, int] | None:
+    if usage is None or not (usage.prompt or usage.completion):
+        return None
+    return {"prompt": usage.prompt, "completion": usage.completion}
 
 
 def _cache(slot: CacheSlot, record: AnswerRecord, retrieval: Retrieval) -> None:
@@ -490,6 +557,7 @@ def _cache(slot: CacheSlot, record: AnswerRecord, retrieval: Retrieval) -> None:
             passages=record.passages,
             html=record.html,
             sources=[(str(p.document_id), p.version, p.title) for p in retrieval.passages],
+            rankings=record.rankings,
         ),
     )
 

@@ -44,7 +44,7 @@ from rag.corpus.cache_token import cache_token_key, ensure_cache_token
 from rag.retrieval.visibility import search_scope
 
 # Bump when a change to the answering code gives other answers to the same question, documents and settings.
-ANSWER_CACHE_VERSION = 2
+ANSWER_CACHE_VERSION = 3
 
 
 def answer_settings() -> list:
@@ -69,6 +69,7 @@ def answer_settings() -> list:
         settings.RAG_LLM_MODEL,
         settings.RAG_LLM_BASE_URL,
         settings.RAG_LLM_MAX_TOKENS,
+        settings.RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE,
     ]
 
 
@@ -92,10 +93,15 @@ class CachedAnswer:
     html: str
     # (document id, version, title) of every passage the answer was made from.
     sources: list[tuple[str, int, str]] = field(default_factory=list)
+    # How many of those passages each ranking found (vector, keyword, graph).
+    rankings: dict[str, int] = field(default_factory=dict)
 
 
-def _key(*, user: User, query: str, limit: int, collection_id, document_id, tags: Sequence[str], context: str) -> str:
+def _key(
+    *, user: User, query: str, limit: int, collection_id, document_id, tags: Sequence[str], context: str, include_graph: bool
+) -> str:
     parts = [
+        include_graph,
         str(user.pk),
         str(user.team_id),
         " ".join(query.split()),
@@ -139,6 +145,7 @@ def answer_cache_lookup(
     tags: Sequence[str] = (),
     context: str = "",
     fresh: bool = False,
+    include_graph: bool = True,
 ) -> tuple[CacheSlot | None, CachedAnswer | None]:
     """The slot this request's answer goes to (None: not cached) and the answer found there, if it may be served.
 
@@ -148,7 +155,14 @@ def answer_cache_lookup(
     if not settings.RAG_ANSWER_CACHE or user.team_id is None:
         return None, None
     key = _key(
-        user=user, query=query, limit=limit, collection_id=collection_id, document_id=document_id, tags=tags, context=context
+        user=user,
+        query=query,
+        limit=limit,
+        collection_id=collection_id,
+        document_id=document_id,
+        tags=tags,
+        context=context,
+        include_graph=include_graph,
     )
     # One round trip on a hit; a fresh answer reads only the token.
     found = cache.get_many([cache_token_key(user.team_id)] if fresh else [key, cache_token_key(user.team_id)])

@@ -12,6 +12,16 @@ Four factors decide the level, in this order:
 4. **Recency.** When even the newest supporting document version is older than
    `RAG_ANSWER_STALE_DAYS` days, the level drops by one, never below low (old text may be out of date).
 
+An extractive answer then answers for what it quotes (`answer_support`): similar passages are not
+yet an answer. It may stay high only when its lead states a span of the kind the question asks for
+(a date, a place, a name, a number, a side of a comparison) read from a sentence that states the
+relation asked about ("born" for a birthplace), along a path whose bridges hold every role the
+question asks through ("directed" for "the director of"); a comparison, only when it could compare
+its sides. Without a lead it is at most medium; a quote that only repeats the question's words
+(keyword-stuffed text) holds no relation at all and is at most low. These rules were calibrated on
+the 2WikiMultiHopQA and MuSiQue training questions so that "high" is right at least 80% of the time
+(docs/benchmarks.md).
+
 Pure: no database, no settings. The caller passes only passages the asker may read, so no count can
 include anything they may not see.
 """
@@ -66,6 +76,51 @@ class Assessment:
             return self
         factors: ConfidenceFactors = {**self.factors, "reasons": [*self.factors["reasons"], f"{reason}: {level}."]}
         return Assessment(level=level, factors=factors)
+
+
+@dataclass(frozen=True)
+class AnswerSupport:
+    """What an extractive answer's reading of the question found (rag.answering.extractive.Extract)."""
+
+    # path / comparison (both sides read and compared) / comparison-facts (read, not comparable) / sentences.
+    method: str
+    # The lead states a span of the asked type.
+    lead: bool
+    # The lead's sentence states the relation the question asks about (or it asks about none).
+    relation_held: bool
+    # Every role the question asks through ("the director of") is held by a bridge of the path.
+    roles_held: bool
+    # A quoted sentence is mostly the question's own words, repeated: keyword-stuffed, not a statement.
+    stuffed: bool
+
+
+def answer_support(assessment: Assessment, support: AnswerSupport) -> Assessment:
+    """`assessment` (the passages' evidence) capped by what the extractive answer found in them."""
+    if assessment.level == Confidence.INSUFFICIENT:
+        return assessment
+    if support.stuffed:
+        return _at_most(assessment, Confidence.LOW, "A quoted sentence only repeats the question's words")
+    if support.method == "comparison" and support.relation_held:
+        return assessment
+    if support.method == "path" and support.lead and support.relation_held and support.roles_held:
+        return assessment
+    if support.method == "comparison":
+        why = "The comparison rests on facts that do not state the relation asked about"
+    elif support.method == "comparison-facts":
+        why = "Each side's fact was quoted, but they could not be compared"
+    elif support.lead and not support.roles_held:
+        why = "No quoted sentence connects the question's entity to the one the answer is about"
+    elif support.lead:
+        why = "The quoted sentence does not state the relation the question asks about"
+    else:
+        why = "No quoted sentence states an answer of the kind the question asks for"
+    return _at_most(assessment, Confidence.MEDIUM, why)
+
+
+def _at_most(assessment: Assessment, level: str, reason: str) -> Assessment:
+    if LEVELS.index(assessment.level) <= LEVELS.index(level):
+        return assessment
+    return assessment.overruled(level, reason)
 
 
 def assess_confidence(evidence: Sequence[Evidence], *, threshold: float, stale_after_days: int, now: datetime) -> Assessment:

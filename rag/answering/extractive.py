@@ -18,6 +18,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import snowballstemmer
@@ -25,7 +26,10 @@ from django.conf import settings
 from django.core.cache import cache
 
 from config.errors import EmbeddingUnavailable
+from rag.answering import multihop
+from rag.answering.answer_types import read_question
 from rag.answering.citations import CITATION
+from rag.answering.confidence import AnswerSupport
 from rag.answering.passages import Fact, Passage
 from rag.corpus.names import entity_key, normalised_text
 from rag.providers.embeddings import get_embedding_provider
@@ -100,6 +104,28 @@ class Extract:
 
     text: str
     quotes: dict[int, tuple[int, int]]
+    # The answer span the lead states ("Oslo"), when a sentence on the question's path gives one.
+    lead: str | None = None
+    # How the answer was found: "path" (from the entity the question names, across the documents it
+    # links to), "comparison" (each side's fact, compared), "comparison-facts" (both read, not
+    # comparable), or "sentences" (the sentences most like the question).
+    method: str = "sentences"
+    # The hops of the path the lead rests on (1: the named document states it), 0 without a lead.
+    hops: int = 0
+    # The lead's sentence states the relation asked about; every role asked through is held by a bridge.
+    relation_held: bool = False
+    roles_held: bool = False
+    # A quoted sentence is mostly the question's words repeated (keyword-stuffed text, not a statement).
+    stuffed: bool = False
+
+    def support(self) -> AnswerSupport:
+        return AnswerSupport(
+            method=self.method,
+            lead=self.lead is not None,
+            relation_held=self.relation_held,
+            roles_held=self.roles_held,
+            stuffed=self.stuffed,
+        )
 
 
 def _plain(sentence: str) -> str:
@@ -231,6 +257,14 @@ class Relevance:
                 held += CONTEXT_WEIGHT * weight
         return held / self.total
 
+    def answered(self, words: frozenset[str]) -> Relevance:
+        """The same test with `words` counted as held: a span of the asked kind answers them, not the sentence's words."""
+        copy = Relevance.__new__(Relevance)
+        copy.weights = {w: v for w, v in self.weights.items() if w not in words}
+        copy.total = sum(copy.weights.values())
+        copy.similarities = self.similarities
+        return copy
+
     def score(self, *sentences: Sentence) -> float:
         if self.similarities is None:
             return self.coverage(*sentences)
@@ -322,19 +356,121 @@ def extract(
     answers += [chain for n in by_n if (chain := _chain(n, by_n, leads, relevance))]
     scored = sorted(((relevance.score(*a), a) for a in answers), key=lambda item: (-item[0], item[1][0].n, item[1][0].index))
     floor = max(MIN_SCORE, RELATIVE_SCORE * scored[0][0]) if scored else 1.0
+    # The question's own path first: the named entity's fact, or each compared side's, with the span it states.
+    typed = _typed(query, passages, by_n, facts, relevance)
     lines: list[str] = []
     quoted: set[Sentence] = set()
     quotes: dict[int, tuple[int, int]] = {}
+
+    def quote(answer: Sequence[Sentence]) -> None:
+        fresh = [s for s in answer if s not in quoted]
+        if fresh:
+            quoted.update(fresh)
+            for s in fresh:
+                quotes.setdefault(s.n, (s.start, s.end))
+            lines.append("\n".join(f"- {s.text} [{s.n}]" for s in fresh))
+
+    for group in typed.groups:
+        quote(group)
     for score, answer in scored:
         if score < floor or len(lines) >= count:
             break
-        fresh = [s for s in answer if s not in quoted]
-        if not fresh:
-            continue
-        quoted.update(fresh)
-        for s in fresh:
-            quotes.setdefault(s.n, (s.start, s.end))
-        lines.append("\n".join(f"- {s.text} [{s.n}]" for s in fresh))
+        quote(answer)
     if not lines:
         return Extract(INSUFFICIENT_ANSWER, {})
-    return Extract(EXTRACTIVE_INTRO + "\n\n" + "\n".join(lines), quotes)
+    intro = f"{EXTRACTIVE_INTRO} {typed.lead}" if typed.lead else EXTRACTIVE_INTRO
+    return Extract(
+        intro + "\n\n" + "\n".join(lines),
+        quotes,
+        lead=typed.lead,
+        method=typed.method,
+        hops=typed.hops,
+        relation_held=typed.relation_held,
+        roles_held=typed.roles_held,
+        stuffed=any(_stuffed(s, relevance) for s in quoted),
+    )
+
+
+# A sentence whose words are at least this share of the question's own, or that repeats one of them this
+# many times, is keyword-stuffed: it names what the question asks about without stating anything of it.
+STUFFED_SHARE = 0.9
+STUFFED_REPEATS = 3
+
+
+def _stuffed(sentence: Sentence, relevance: Relevance) -> bool:
+    words = [w for w in _STEMMER.stemWords(_WORD.findall(sentence.text.lower())) if w not in STOPWORDS]
+    asked = [w for w in words if w in relevance.weights]
+    if not asked:
+        return False
+    share, repeats = len(asked) / len(words), max(asked.count(w) for w in set(asked))
+    # A long name repeats its words ("Ludwig Ferdinand of Bavaria"), but a sentence still says something of it.
+    return (len(words) >= 6 and share >= STUFFED_SHARE) or (repeats >= STUFFED_REPEATS and share >= 0.5)
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """What the question's path gives: the lead line, the sentence groups to quote first, and how it was found."""
+
+    lead: str | None = None
+    groups: tuple[tuple[Sentence, ...], ...] = ()
+    method: str = "sentences"
+    hops: int = 0
+    relation_held: bool = False
+    roles_held: bool = False
+
+
+# Words that name the kind of answer a question asks for: the lead's span answers them.
+TYPE_WORDS = _terms(
+    "nationality country countries place city town state date year day birthplace birth death when where name who age"
+)
+
+# Words that name the relation asked about: a sentence that states it by its form ("(1950 – 2004)") answers them.
+RELATION_WORDS = _terms("born birth die died death released release founded established nationality")
+
+
+def _ours(path: multihop.Path) -> tuple[Sentence, ...]:
+    """A path's sentences, which are this module's (multihop reads them through a protocol)."""
+    return cast(tuple[Sentence, ...], path.sentences)
+
+
+def _typed(
+    query: str, passages: list[Passage], by_n: dict[int, list[Sentence]], facts: Sequence[Fact], relevance: Relevance
+) -> _Typed:
+    """The answer along the question's path (rag.answering.multihop), when its sentences hold enough of the question."""
+    question = read_question(query)
+    titles = {p.n: p.title for p in passages}
+    link_map = multihop.links(by_n, facts)
+    if question.sides:
+        comparison = multihop.compare(query, question, by_n, titles, link_map, relevance.score)
+        if comparison is not None:
+            groups = tuple(_ours(path) for _, path in comparison.sides)
+            method = "comparison" if comparison.lead else "comparison-facts"
+            hops = max(len(g) for g in groups)
+            paths = [path for _, path in comparison.sides]
+            return _Typed(
+                lead=comparison.lead,
+                groups=groups,
+                method=method,
+                hops=hops,
+                relation_held=all(p.relation_held for p in paths),
+                roles_held=all(p.roles_held for p in paths),
+            )
+        return _Typed()
+    path = multihop.best_path(query, question, by_n, titles, link_map, relevance.score)
+    answered = TYPE_WORDS | (RELATION_WORDS if path and path.relation_held else frozenset())
+    if path and path.roles_held:
+        # "son of X" answers "mother" and "father": the role's words are held by the bridge that crosses it.
+        answered |= _terms(" ".join(multihop.roles(query)))
+    if path is None or relevance.answered(answered).score(*_ours(path)) < MIN_SCORE:
+        return _Typed()
+    if not path.roles_held:
+        # "The director of X" and no sentence names X's director: a date of X's own is no answer to lead with.
+        return _Typed(groups=(_ours(path),), method="sentences", hops=len(path.sentences))
+    return _Typed(
+        lead=f"{path.span} [{path.answer.n}].",
+        groups=(_ours(path),),
+        method="path",
+        hops=len(path.sentences),
+        relation_held=path.relation_held,
+        roles_held=path.roles_held,
+    )

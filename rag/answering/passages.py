@@ -61,6 +61,8 @@ class Passage:
     # The matched chunk's own span; `start`/`end`/`text` are wider when neighbouring context was added.
     chunk_start: int = -1
     chunk_end: int = -1
+    # The rankings that found it: vector, keyword, graph.
+    found_by: tuple[str, ...] = ()
     # Where the document's original lives, for a document a source keeps in sync (a URL, path@commit); else "".
     origin: str = ""
 
@@ -198,15 +200,36 @@ def rerank(query: str, hits: list[Hit], scores: dict[int, float]) -> list[Hit]:
 
 
 def retrieve(
-    *, user: User, query: str, limit: int = 5, collection_id=None, document_id=None, started: float | None = None, tags=()
+    *,
+    user: User,
+    query: str,
+    limit: int = 5,
+    collection_id=None,
+    document_id=None,
+    started: float | None = None,
+    tags=(),
+    include_graph: bool = True,
 ) -> Retrieval:
-    """The passages an answer may use, numbered from 1, and how strongly they support one."""
+    """The passages an answer may use, numbered from 1, and how strongly they support one.
+
+    Without `include_graph` the knowledge graph neither ranks passages nor connects them (no facts).
+    """
     started = time.perf_counter() if started is None else started
     latency: dict[str, float] = {}
     lap = time.perf_counter()
     depth = max(limit, RERANK_CANDIDATES) if settings.RAG_RERANK_MODEL else limit
+    weights = None if include_graph else (*settings.RAG_HYBRID_WEIGHTS[:2], 0.0)
     result = search(
-        user=user, query=query, limit=depth, mode="hybrid", collection_id=collection_id, document_id=document_id, tags=tags
+        user=user,
+        query=query,
+        limit=depth,
+        mode="hybrid",
+        collection_id=collection_id,
+        document_id=document_id,
+        tags=tags,
+        weights=weights,
+        # Each hit's places in the rankings: the answer's metadata counts the passages each ranking found.
+        explain=True,
     )
     hits = [h for h in result.hits if h.document_id in result.documents]
     latency["retrievalMs"] = ms_since(lap)
@@ -246,6 +269,7 @@ def retrieve(
                 similarity=similarity[hit.chunk_id],
                 text=hit.text,
                 updated_at=document.updated_at,
+                found_by=tuple(hit.explanation.found_by) if hit.explanation else (),
                 origin=document.origin,
             )
         )
@@ -258,5 +282,5 @@ def retrieve(
         place = places[(passage.document_id, passage.version, passage.start)]
         passage.path, passage.page_map, passage.line = place.path, place.page_map, place.line
     confidence = passages_confidence(passages).level
-    facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED else []
+    facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED and include_graph else []
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

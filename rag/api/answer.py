@@ -105,6 +105,25 @@ CONVERSATION_ID_HELP = (
 STANDALONE_QUERY_HELP = "The question as searched: a follow-up rewritten to stand alone from the earlier turns."
 
 
+class RankingsOutput(serializers.Serializer):
+    vector = serializers.IntegerField(help_text="Passages the vector ranking found.")
+    keyword = serializers.IntegerField(help_text="Passages the keyword (BM25) ranking found.")
+    graph = serializers.IntegerField(help_text="Passages the knowledge graph ranking found (0 without it).")
+
+
+class TokensOutput(serializers.Serializer):
+    prompt = serializers.IntegerField(help_text="Tokens of the prompt the LLM was given.")
+    completion = serializers.IntegerField(help_text="Tokens the LLM wrote.")
+
+
+FAST_PATH_HELP = (
+    "true: an LLM is configured, but the extractive answer was confident enough "
+    "(RAG_EXTRACTIVE_FAST_PATH_CONFIDENCE) to be given without it."
+)
+RANKINGS_HELP = "How many of the answer's passages each ranking of hybrid search found (a passage may count in several)."
+TOKENS_HELP = "The LLM's token counts for this answer; null when no LLM wrote it (extractive, fast path, cached)."
+
+
 class AnswerOutput(serializers.Serializer):
     id = serializers.UUIDField()
     conversationId = serializers.UUIDField(allow_null=True, help_text=CONVERSATION_ID_HELP)
@@ -117,6 +136,9 @@ class AnswerOutput(serializers.Serializer):
     cached = serializers.BooleanField(
         help_text="Served from the answer cache (a repeated question); `latency` then has `cacheMs`."
     )
+    fastPath = serializers.BooleanField(help_text=FAST_PATH_HELP)
+    rankings = RankingsOutput(help_text=RANKINGS_HELP)
+    tokens = TokensOutput(allow_null=True, help_text=TOKENS_HELP)
     latency = serializers.DictField(child=serializers.FloatField())
 
 
@@ -136,6 +158,9 @@ class AnswerMetadataOutput(serializers.Serializer):
     confidenceFactors = ConfidenceFactorsOutput()
     mode = serializers.ChoiceField(choices=MODES)
     cached = serializers.BooleanField()
+    fastPath = serializers.BooleanField(help_text=FAST_PATH_HELP)
+    rankings = RankingsOutput(help_text=RANKINGS_HELP)
+    tokens = TokensOutput(allow_null=True, help_text=TOKENS_HELP)
     passages = serializers.IntegerField()
     latency = serializers.DictField(child=serializers.FloatField())
 
@@ -171,6 +196,10 @@ class RagAnswerApi(RagApi):
         )
         sessionId = serializers.UUIDField(
             required=False, allow_null=True, help_text="Another name for `conversationId` (send one of the two)."
+        )
+        includeGraph = serializers.BooleanField(
+            default=True,
+            help_text="false: the knowledge graph neither ranks the passages nor connects them for this answer.",
         )
         fresh = serializers.BooleanField(
             default=False,
@@ -224,6 +253,7 @@ def answer_arguments(data: dict[str, Any]) -> dict[str, Any]:
         "tags": data.get("tags", []),
         "fresh": data.get("fresh", False),
         "replaces": data.get("replaces"),
+        "include_graph": data.get("includeGraph", True),
     }
 
 

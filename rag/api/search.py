@@ -131,11 +131,23 @@ class RagSearchApi(RagApi):
         explain = serializers.BooleanField(
             default=False, help_text="Add to each hit its rank and score in every ranking that found it, and the fused score."
         )
+        includeGraph = serializers.BooleanField(
+            default=True, help_text="false: hybrid ranks without the knowledge graph (its weight 0), whatever `weights` says."
+        )
 
         def validate_weights(self, value: list[float]) -> list[float]:
             if not any(value):
                 raise serializers.ValidationError("must not all be zero (every score would be 0, in no useful order).")
             return value
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if not attrs.get("includeGraph", True):
+                if attrs.get("mode") == "graph":
+                    raise serializers.ValidationError({"includeGraph": ["false cannot go with mode graph."]})
+                weights = attrs.get("weights")
+                if weights is not None and not any(weights[:2]):
+                    raise serializers.ValidationError({"weights": ["without the graph, vector or keyword must weigh."]})
+            return attrs
 
     @extend_schema(responses=RagSearchResponse)
     def post(self, request: AuthenticatedRequest) -> Response:
@@ -144,6 +156,9 @@ class RagSearchApi(RagApi):
 
 def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
     """`RagSearchApi.Input`'s validated data as `search_request`'s arguments."""
+    weights = tuple(data["weights"]) if data.get("weights") else None
+    if not data.get("includeGraph", True):
+        weights = (*(weights or settings.RAG_HYBRID_WEIGHTS)[:2], 0.0)
     return {
         "query": data["query"],
         "mode": data["mode"],
@@ -151,7 +166,7 @@ def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
         "threshold": data.get("threshold"),
         "collection_id": data.get("collectionId"),
         "document_id": data.get("documentId"),
-        "weights": tuple(data["weights"]) if data.get("weights") else None,
+        "weights": weights,
         "tags": data.get("tags", []),
         "explain": data["explain"],
         "include_text": data["includeContext"],

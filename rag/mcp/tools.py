@@ -213,6 +213,7 @@ TOOLS: dict[str, Tool] = {
                 "weights": "Hybrid only: [vector, keyword] or [vector, keyword, graph] weights, not all zero.",
                 "tags": _TAGS,
                 "explain": "Add to each hit its rank and score in each ranking (vector, keyword, graph) and the fused score.",
+                "includeGraph": "false: hybrid ranks without the knowledge graph.",
             },
             run=_search,
         ),
@@ -226,7 +227,8 @@ TOOLS: dict[str, Tool] = {
             "(path:start-end, or path#page=N). confidence is "
             "high, medium, low or insufficient (then the answer says there is not enough information); "
             "confidenceFactors says why (best similarity, supporting passages and documents, age of the newest "
-            "supporting version, and the reasons). conversationId and standaloneQuery tell the conversation the "
+            "supporting version, and the reasons). fastPath says an extractive answer was given without the LLM, "
+            "rankings how many passages each ranking found, tokens the LLM's token counts. conversationId and standaloneQuery tell the conversation the "
             "answer belongs to (null with a read-scoped token: its answers are kept in no conversation) and the "
             "question as searched. The same as POST /api/rag.answer.",
             input=AnswerInput,
@@ -240,6 +242,7 @@ TOOLS: dict[str, Tool] = {
                 "may then refer to the earlier turns, as in 'and how do I roll it back?'. Absent: a new conversation. "
                 "Needs a write-scoped token.",
                 "sessionId": "Another name for conversationId (send one of the two).",
+                "includeGraph": "false: the knowledge graph neither ranks the passages nor connects them for this answer.",
             },
             run=_answer,
         ),

@@ -379,7 +379,7 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             (
                 "invalid_query",
                 "colour: no such argument; search takes query, limit, threshold, collectionId, documentId, includeContext, mode, weights, "
-                "tags, explain.",
+                "tags, explain, includeGraph.",
             ),
         ),
         (
@@ -387,7 +387,7 @@ def test_charlie_sees_nothing_of_another_team(cast, corpus, server):
             {"query": "owls", "stream": True},
             (
                 "invalid_query",
-                "stream: no such argument; answer takes query, collectionId, documentId, limit, tags, conversationId, sessionId.",
+                "stream: no such argument; answer takes query, collectionId, documentId, limit, tags, conversationId, sessionId, includeGraph.",
             ),
         ),
         ("read_document", {"id": 7}, ("validation_error", "id: must be a string.")),

@@ -208,11 +208,13 @@ def test_the_extractive_answer_follows_the_chain_the_graph_draws_between_its_pas
         Fact(n=3, source="Vera Lind", predicate="MENTIONS", target="Night Train", target_n=1),
     ]
     answer = extractive_answer("When did the director of Night Train die?", passages, facts=facts, count=2)
-    assert answer.splitlines()[2:] == [
-        "- Night Train is a 1998 film. [1]",
+    assert answer.splitlines() == [
+        "From your documents: 2004 [3].",
+        "",
         "- It was directed by Vera Lind in Oslo. [1]",
         "- She died in 2004 in Bergen. [3]",
-    ], "the film's sentence, the one naming its director, then the director's answer; nothing about Harbour"
+        "- Night Train is a 1998 film. [1]",
+    ], "the date leads, then the sentence naming the film's director and the director's death; nothing about Harbour"
     unlinked = extractive_answer("When did the director of Night Train die?", passages, count=2)
     assert "[3]" not in unlinked, "without the graph's fact the third passage is not reached"
     named_nowhere = [Fact(n=2, source="Harbour", predicate="MENTIONS", target="Vera Lind", target_n=3)]

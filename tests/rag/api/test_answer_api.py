@@ -67,6 +67,9 @@ def test_citations_map_to_the_passages_the_server_supplied(
         "confidenceFactors",
         "mode",
         "cached",
+        "fastPath",
+        "rankings",
+        "tokens",
         "latency",
     }
     assert data["cached"] is False
