@@ -72,7 +72,11 @@ _MARKUP = [
     (re.compile(r"^\s*(?:```|~~~)[\w+-]*[ \t]*$", re.M), ""),  # code fences and their language tag
     (re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.M), ""),  # a table's header rule
     (re.compile(r"^\s*\|\s*|\s*\|\s*$", re.M), ""),  # a table row's outer bars (the inner ones separate its cells)
-    (re.compile(r"[`*_]{1,3}"), ""),
+    # Emphasis and inline code lose their marks, but only marks that wrap words: an identifier's underscores
+    # (invoice_total, RAG_LLM_MODEL) and an operator's asterisk (sum(lines) * 1.08) are the text itself.
+    (re.compile(r"`+([^`]+?)`+"), r"\1"),
+    (re.compile(r"(?<![\w*])(\*{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w*])"), r"\2"),
+    (re.compile(r"(?<![\w_])(_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w_])"), r"\2"),
 ]
 _HEADING = re.compile(r"\s{0,3}(#{1,6})\s")
 _STEMMER = snowballstemmer.stemmer("english")

@@ -132,6 +132,12 @@ def test_the_extractive_answer_quotes_only_the_sentences_that_answer_the_questio
     assert answer.splitlines() == ["From your documents:", "", "- Owls hunt mice at night in the forest. [1]"]
 
 
+def test_a_quoted_sentence_loses_its_emphasis_marks_but_keeps_identifiers_and_operators() -> None:
+    passages = [passage(1, "The **heron surcharge** in `invoice_total` is sum(lines) * 1.08, set by HERON_RATE.")]
+    answer = extractive_answer("What is the heron surcharge in invoice_total?", passages)
+    assert answer.splitlines()[2:] == ["- The heron surcharge in invoice_total is sum(lines) * 1.08, set by HERON_RATE. [1]"]
+
+
 def test_asked_how_many_vacation_days_the_extractive_answer_quotes_only_the_vacation_sentence() -> None:
     onboarding = (DEMO_DIR / "handbook-onboarding.md").read_text()
     passages = [passage(1, onboarding, "Onboarding"), passage(2, (DEMO_DIR / "engineering-oncall.md").read_text())]
