@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import zipfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -66,7 +67,7 @@ def _too_large() -> str:
     return f"The file is larger than the {size_text(settings.IMPORT_MAX_FILE_SIZE)} limit per file."
 
 
-class _Export:
+class _Export(ABC):
     """What the folder and the ZIP share: the flavour's choice of files, titles and link rewriting."""
 
     kind: ClassVar[str]
@@ -82,11 +83,11 @@ class _Export:
     def cursor(self) -> str:
         return self._cursor
 
-    def _entries(self) -> list[Entry]:
-        raise NotImplementedError
+    @abstractmethod
+    def _entries(self) -> list[Entry]: ...
 
-    def _origin(self, path: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _origin(self, path: str) -> str: ...
 
     def _takes(self, path: str) -> bool:
         suffix = PurePosixPath(path).suffix.lower()
