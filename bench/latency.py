@@ -340,16 +340,16 @@ def free_port() -> int:
 RUN_DIR = ROOT / "var" / "bench-latency-run"
 
 
-def start_server(database: str, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_server(database: str, port: int, extra_env: dict[str, str] | None = None, run_dir: Path = RUN_DIR) -> subprocess.Popen:
     """`python -m config.serve` (what `make run` runs: gunicorn's gthread workers, a Celery worker and beat, and the
     Redis it starts for the broker and the cache every web process shares) on the bench's database, in its own run
     directory, emptied first (each server starts with a cold cache); returns once `/health` answers."""
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
     env = {
         **os.environ,
         "CAIRN_EMBEDDED_DATABASE": database,
-        "CAIRN_RUN_DIR": str(RUN_DIR),
+        "CAIRN_RUN_DIR": str(run_dir),
         "CELERY_BROKER_URL": "",
         "REDIS_URL": "",
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
@@ -360,7 +360,7 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
         "LOG_LEVEL": "WARNING",
         **(extra_env or {}),
     }
-    log_path = RUN_DIR / "serve.log"
+    log_path = run_dir / "serve.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "config.serve", "--no-migrate", "--bind", f"127.0.0.1:{port}"],
         cwd=ROOT,
@@ -384,11 +384,11 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
     raise SystemExit(f"config.serve did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
 
 
-def wait_for_reconciliation(process: subprocess.Popen) -> None:
+def wait_for_reconciliation(process: subprocess.Popen, run_dir: Path = RUN_DIR) -> None:
     """Until the worker's start-up reconciliation of the whole index (rag.receivers) has ended, and the documents
     it queued for indexing (if any) are indexed: measure searches after them, not beside them."""
     started = time.monotonic()
-    log_path = RUN_DIR / "serve.log"
+    log_path = run_dir / "serve.log"
 
     def settled(log: str) -> bool:
         if not re.search(r"reconcile_index_task\[[^\]]+\] (succeeded|raised)", log):

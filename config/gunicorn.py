@@ -11,8 +11,8 @@ The app is loaded once, in the master, before it forks the workers (`preload_app
 imports and compiled templates copy-on-write instead of each loading its own (~100 MB a worker). The master
 then runs what config.warmup preloads (LiteLLM's import when configured, the encoder's shared files) and
 holds no connection across the fork; each worker loads its own onnxruntime session and runs a first query
-before it takes a request (`post_worker_init`), so no request waits for the model and /health answers only
-once a worker has it. `--no-preload` on the command line loads the app in each worker instead, warm-up included.
+before it takes a request (`post_worker_init`), then opens each request thread's database connection with a
+search on it, so no request waits for the model or a connection and /health answers only once a worker has them. `--no-preload` on the command line loads the app in each worker instead, warm-up included.
 """
 
 from __future__ import annotations
@@ -49,10 +49,15 @@ def when_ready(server: _Any) -> None:
 
 
 def post_worker_init(worker: _Any) -> None:
-    """In each worker, before its first request: its own onnxruntime session, the tokenizer, a first query."""
+    """In each worker, before its first request: its own onnxruntime session, the tokenizer, a first query; then
+    each request thread's own database connection, with search's statements prepared on it."""
     from config import warmup
 
     warmup.warm_up("gunicorn worker")
+    # gthread's pool of request threads exists by now (ThreadWorker.init_process makes it before this hook).
+    pool = getattr(worker, "tpool", None)
+    if pool is not None:
+        warmup.warm_threads(pool, worker.cfg.threads, "gunicorn worker")
 
 
 if _settings.LOG_FORMAT == "json":

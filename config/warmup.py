@@ -9,6 +9,9 @@ Two steps, because a server forks its workers from one parent:
 - `warm_up()` runs in each worker process after the fork, before it takes a request or a task (gunicorn's
   `post_worker_init`, Celery's `worker_process_init`): its own onnxruntime session, the tokenizer, a first
   query through both.
+- `warm_threads()` runs in each gunicorn worker next, on every one of its request threads: what is a thread's
+  own, its database connection (Django keeps one per thread) with the statements search prepares on it. Without
+  it a worker's first requests each opened a connection and planned their statements: 2 to 3 times a warm search.
 
 `state()` says what this process has loaded, for /health (config.health). An app registers its steps
 in its AppConfig.ready(), as rag does (rag.warmup); config imports no app.
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +40,8 @@ class Step:
     warm: Callable[[], str] | None = None
     # What this process holds now, read at each /health ("not loaded" until warm ran or a request loaded it).
     report: Callable[[], str] | None = None
+    # Run on each request thread of a worker before it serves: what belongs to a thread (its database connection).
+    warm_thread: Callable[[], None] | None = None
 
 
 def _compile_templates() -> None:
@@ -89,6 +96,42 @@ def warm_up(process: str) -> None:
     took = time.perf_counter() - started
     # The serve test reads this line: a worker has its model before its first request.
     logger.info("%s (pid %d) warmed up in %.1f s: %s", process, os.getpid(), took, "; ".join(loaded) or "nothing to load")
+
+
+def warm_threads(executor: Executor, threads: int, process: str) -> None:
+    """Every registered per-thread warm-up on each of `threads` threads of `executor` (a worker's request threads).
+
+    Each task holds its thread at a barrier until all `threads` tasks have started, so each runs on a thread
+    of its own: a thread pool starts a new thread for a task only when none is idle.
+    """
+    steps = [step for step in _steps if step.warm_thread is not None]
+    if not steps or threads < 1:
+        return
+    started = time.perf_counter()
+    barrier = threading.Barrier(threads)
+
+    def warm() -> None:
+        try:
+            barrier.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            pass  # a pool smaller than asked: its threads are warmed all the same, some twice
+        for step in steps:
+            try:
+                step.warm_thread()  # type: ignore[misc]  # filtered above
+            except Exception:
+                # The thread serves all the same: its first request meets the error and reports it as usual.
+                logger.exception("warming up %s on a request thread failed", step.name)
+
+    for future in [executor.submit(warm) for _ in range(threads)]:
+        future.result()
+    logger.info(
+        "%s (pid %d) warmed %d request threads in %.1f s: %s",
+        process,
+        os.getpid(),
+        threads,
+        time.perf_counter() - started,
+        ", ".join(step.name for step in steps),
+    )
 
 
 def state() -> dict[str, str]:

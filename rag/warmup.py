@@ -4,13 +4,21 @@ Before the fork, in the parent: LiteLLM's import when a model goes through it (s
 LITELLM_LOCAL_MODEL_COST_MAP, which `import_litellm` sets) and the encoder's graph and weights saved to the
 file every process maps. In each worker: the configured embedding provider (the local
 model's onnxruntime session and tokenizer) with one query through it, so the first search pays for none of it.
+On each of a web worker's request threads: a search on the thread's own database connection, which opens it and
+prepares search's statements there (and on the search thread its keyword ranking runs on).
 """
 
 from __future__ import annotations
 
-from django.conf import settings
+import uuid
 
+from django.conf import settings
+from django.db import connection
+
+from config.errors import NoEmbeddings
 from config.warmup import Step, register_warmup
+from permissions.models import User
+from rag.models import Chunk
 from rag.providers.embeddings import cached_providers, get_embedding_provider
 from rag.providers.minilm import get_local_tokenizer
 
@@ -56,6 +64,22 @@ def _report_models() -> str:
     return f"loaded ({', '.join(loaded)})" if loaded else "not loaded"
 
 
+def _warm_search_connection() -> None:
+    """A hybrid search on this thread's connection, as a member (of no collection, a user never saved) of a team that
+    has chunks: its statements planned and prepared, PostgreSQL's caches for them filled. What it finds is dropped."""
+    connection.ensure_connection()
+    team_id = Chunk.objects.values_list("team_id", flat=True).first()
+    if team_id is None:
+        return  # nothing indexed yet: the connection is open, which is most of it
+    from rag.retrieval.search import search
+
+    try:
+        search(user=User(id=uuid.uuid4(), team_id=team_id), query="warm up", limit=10, record=False)
+    except NoEmbeddings:
+        pass  # the team's chunks are another model's: the statements differ by model only in their values
+
+
 def register() -> None:
     if settings.RAG_ENABLED:
         register_warmup(Step("models", preload=_preload_models, warm=_warm_models, report=_report_models))
+        register_warmup(Step("search connections", warm_thread=_warm_search_connection))

@@ -185,9 +185,14 @@ else:
         }
     }
     EMBEDDED_DATABASE = True
-# Keep connections between requests: a new PostgreSQL backend per request costs a fork and cold
-# catalog caches on every search. Health checks drop a connection the server has closed.
-DATABASES["default"]["CONN_MAX_AGE"] = _positive_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+# Keep connections between requests: a new PostgreSQL backend costs a fork, cold catalog caches and search's
+# statements prepared again, 2 to 3 times a warm search. Unset, a thread keeps its connection for its life (the
+# web workers open them before they serve: config.warmup), so no request pays that; a number of seconds
+# renews each connection that old (for a pooler or a load balancer that moves), 0 after every request.
+# Health checks replace a connection the server has closed at the next request's start.
+DATABASES["default"]["CONN_MAX_AGE"] = (
+    _positive_int("DATABASE_CONN_MAX_AGE", 0, minimum=0) if env.str("DATABASE_CONN_MAX_AGE", default="").strip() else None
+)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Statements that search prepares on its connection (rag.retrieval.prepared) from their first execution;
 # None leaves them unprepared, for a pooler that does not keep a session's prepared statements.

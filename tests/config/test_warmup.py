@@ -9,12 +9,19 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 import config.gunicorn
+from config import metrics, warmup
+from rag.indexing.pipeline import index_documents
+from rag.retrieval.concurrency import close_background_connections
+from tests.factories import DocumentFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = ("litellm", "boto3", "botocore", "storages")
@@ -63,8 +70,49 @@ def test_the_web_app_and_its_preload_import_no_optional_package_nor_onnxruntime_
     )
     assert result.returncode == 0, result.stderr[-3000:]
     before_fork, after_warm_up = (json.loads(line) for line in result.stdout.splitlines()[-2:])
-    assert before_fork == {"modules": [], "threads": 1, "steps": ["templates", "models"]}
+    assert before_fork == {"modules": [], "threads": 1, "steps": ["templates", "models", "search connections"]}
     assert after_warm_up == {"models": "loaded (all-MiniLM-L6-v2)"}
+
+
+def on_each_thread(pool: ThreadPoolExecutor, threads: int, fn):
+    """`fn()` once on each of the pool's `threads` threads (a barrier keeps each task on a thread of its own)."""
+    barrier = threading.Barrier(threads)
+
+    def run():
+        barrier.wait(timeout=10)
+        return fn()
+
+    return [future.result() for future in [pool.submit(run) for _ in range(threads)]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_warming_a_workers_request_threads_opens_each_ones_connection_with_search_prepared_on_it(cast):
+    doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Warm", text="Kept warm by the worker.")
+    index_documents(document_ids=[doc.pk])
+    searches = metrics.SEARCH_SECONDS.labels("hybrid")._sum.get()
+
+    def opened_and_prepared() -> tuple[int, bool, int]:
+        opened = connection.connection is not None  # read before the query below would open one
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            return threading.get_ident(), opened, cursor.fetchone()[0]
+
+    pool = ThreadPoolExecutor(max_workers=3)
+    try:
+        cold = on_each_thread(pool, 3, opened_and_prepared)
+        on_each_thread(pool, 3, lambda: connection.close())
+        assert [prepared for _, _, prepared in cold] == [0, 0, 0]
+
+        warmup.warm_threads(pool, 3, "test")
+        warm = on_each_thread(pool, 3, opened_and_prepared)
+        assert len({thread for thread, _, _ in warm}) == 3
+        assert all(opened and prepared > 0 for _, opened, prepared in warm), warm
+        # The warm-up's searches are nobody's: the metrics do not count them.
+        assert metrics.SEARCH_SECONDS.labels("hybrid")._sum.get() == searches
+    finally:
+        on_each_thread(pool, 3, lambda: connection.close())
+        pool.shutdown()
+        close_background_connections()
 
 
 def test_a_model_through_litellm_without_the_llm_extra_fails_at_start_with_how_to_install_it() -> None:
