@@ -12,7 +12,7 @@ who sees one collection of ten (about 1,000 chunks), and one made here who is a 
 
 Takes: under a minute.
 
-Reproduce:  .venv/bin/python bench/fast_path.py [--chunks 10000] [--runs 3] [--queries 200]
+Reproduce:  .venv/bin/python bench/fast_path.py [--chunks 10000] [--runs 3] [--queries 150]
 """
 
 from __future__ import annotations
@@ -55,8 +55,6 @@ def run(user, queries: list[str]) -> dict[str, float]:
         result = search(user=user, query=query, limit=10, mode="vector")
         totals.append((time.perf_counter() - started) * 1000)
         embeds.append(result.latency.get("embed_ms", 0.0))
-        if not result.hits:
-            raise SystemExit(f"no hit for {query!r}: is the corpus built?")
     return {
         "p50": statistics.median(totals),
         "p95": percentile(totals, 0.95),
@@ -70,7 +68,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000, help="which bench/latency.py corpus (default: %(default)s)")
     parser.add_argument("--dataset", type=Path, default=DATASET, help="BEIR SciFact's folder, for its claims")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--queries", type=int, default=200, help="claims per run and reader")
+    parser.add_argument("--queries", type=int, default=150, help="claims per run and reader")
     args = parser.parse_args()
     corpus_file = ROOT / "var" / f"bench-latency-{args.chunks}.json"
     if not corpus_file.exists():

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from answer_cache import stop_serve  # noqa: E402  (bench/: stops config.serve as Ctrl-C would)
-from latency import free_port, setup_django, start_server, wait_for_reconciliation  # noqa: E402
+from latency import free_port, quiet_http_logs, setup_django, start_server, wait_for_reconciliation  # noqa: E402
 from scifact import DATASET  # noqa: E402
 
 DATABASE = "cairn_bench_import"
@@ -80,10 +80,12 @@ def fresh_team():
     return team, collection, token
 
 
-def import_end_to_end(archive: bytes, files: int, collection_id: str, token: str, search_for: str) -> dict:
+def import_end_to_end(
+    archive: bytes, files: int, collection_id: str, token: str, search_for: str, server_env: dict[str, str]
+) -> dict:
     """Start the server, upload, poll the job until done; the seconds, the chunks and how the job's counts moved."""
     port = free_port()
-    process = start_server(DATABASE, port, {"LOG_LEVEL": "INFO"}, run_dir=RUN_DIR)
+    process = start_server(DATABASE, port, {"LOG_LEVEL": "INFO", **server_env}, run_dir=RUN_DIR)
     try:
         wait_for_reconciliation(process, run_dir=RUN_DIR)
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}/api", headers={"Authorization": f"Bearer {token}"}, timeout=120)
@@ -145,8 +147,13 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=DATASET, help="BEIR SciFact's folder (default: %(default)s)")
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--server-env", nargs="*", default=[], metavar="NAME=VALUE", help="settings for the server only (a variant to compare)"
+    )
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env)
     setup_django(DATABASE)
+    quiet_http_logs()
     from rag.models import Chunk
 
     files = markdown_files(args.dataset, args.files)
@@ -157,7 +164,7 @@ def main() -> None:
     ratios, e2e_rates, pipeline_rates = [], [], []
     for run in range(1, args.runs + 1):
         team, collection, token = fresh_team()
-        e2e = import_end_to_end(archive, len(files), str(collection.pk), token, last_sentence)
+        e2e = import_end_to_end(archive, len(files), str(collection.pk), token, last_sentence, server_env)
         chunks = Chunk.objects.filter(team=team).count()
         again, seconds = pipeline_again(team)
         if again != chunks:

@@ -344,10 +344,14 @@ def start_server(database: str, port: int, extra_env: dict[str, str] | None = No
     """`python -m config.serve` (what `make run` runs: gunicorn's gthread workers, a Celery worker and beat, and the
     Redis it starts for the broker and the cache every web process shares) on the bench's database, in its own run
     directory, emptied first (each server starts with a cold cache); returns once `/health` answers."""
+    from django.conf import settings
+
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     env = {
         **os.environ,
+        # The key this process made the corpus's tokens with: the server's own run directory holds none.
+        "SECRET_KEY": settings.SECRET_KEY,
         "CAIRN_EMBEDDED_DATABASE": database,
         "CAIRN_RUN_DIR": str(run_dir),
         "CELERY_BROKER_URL": "",

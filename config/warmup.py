@@ -78,7 +78,8 @@ def preload() -> None:
         except Exception:
             # The worker's warm-up (or its first request) meets the same error, and says so where it matters.
             logger.exception("preloading %s failed", step.name)
-    logger.info("preloaded %s in %.1f s (pid %d)", ", ".join(s.name for s in _steps), time.perf_counter() - started, os.getpid())
+    names = ", ".join(s.name for s in _steps if s.preload is not None)
+    logger.info("preloaded %s in %.1f s (pid %d)", names, time.perf_counter() - started, os.getpid())
 
 
 def warm_up(process: str) -> None:

@@ -3,7 +3,8 @@
 Sent from inside the service's transaction; receivers must defer real work with
 `transaction.on_commit` so nothing runs against uncommitted data. Changes made inside
 `bulk_changes()` are one of many (an import, a collection's delete): `in_bulk()` tells
-receivers to queue their work where it does not hold up one person's edit.
+receivers to queue their work where it does not hold up one person's edit, and `bulk_changes_ended`
+tells them the batch is over, so work they gathered from it can go.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from django.dispatch import Signal
 document_saved = Signal()
 # kwargs: document_id
 document_deleted = Signal()
+# No kwargs: sent when a `bulk_changes()` block ends (however it ends), inside the transaction it ends in, if any.
+bulk_changes_ended = Signal()
 
 _bulk: ContextVar[bool] = ContextVar("documents_bulk_changes", default=False)
 
@@ -30,6 +33,7 @@ def bulk_changes() -> Iterator[None]:
         yield
     finally:
         _bulk.reset(token)
+        bulk_changes_ended.send(sender=None)
 
 
 def in_bulk() -> bool:

@@ -161,17 +161,28 @@ def queue_for(*, bulk: bool) -> str:
     return settings.CELERY_QUEUE_BULK if bulk else settings.CELERY_QUEUE_INTERACTIVE
 
 
-def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False, bulk: bool = False) -> None:
-    """Queue indexing of one document unless a queued task will already pick up its latest version.
-
-    `bulk`: the document is one of a batch, so its task waits in the bulk queue, behind no edit.
+def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
+    """Queue indexing of one document (an edit: in the interactive queue) unless a queued task will already pick up its
+    latest version. A batch's documents go through `enqueue_bulk_index` instead.
     Raises the broker's error when it cannot be reached; the document then stays pending with no task,
     and the recovery pass queues it once the broker is back.
     """
     if request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
         sent_at = timezone.now()
-        index_document_task.apply_async((str(document_id), force), queue=queue_for(bulk=bulk))
+        index_document_task.apply_async((str(document_id), force), queue=queue_for(bulk=False))
         mark_queued(document_ids=[document_id], sent_at=sent_at)
+
+
+def enqueue_bulk_index(document_ids: Sequence[uuid.UUID | str]) -> int:
+    """Queue indexing of a batch's documents (an import's), REINDEX_BATCH to a task in the bulk queue, leaving out those a
+    queued task will already read at their latest version; how many were queued. Raises as `enqueue_index` does."""
+    todo = [pk for pk in document_ids if request_index(document_id=pk, model_id=settings.RAG_EMBEDDING_MODEL)]
+    for start in range(0, len(todo), REINDEX_BATCH):
+        batch = [str(pk) for pk in todo[start : start + REINDEX_BATCH]]
+        sent_at = timezone.now()
+        index_batch_task.apply_async((batch, None, False), queue=settings.CELERY_QUEUE_BULK)
+        mark_queued(document_ids=batch, sent_at=sent_at)
+    return len(todo)
 
 
 def enqueue_removal(document_id: uuid.UUID | str, *, bulk: bool = False) -> None:

@@ -157,10 +157,13 @@ def test_make_run_serves_with_gunicorn_a_worker_beat_and_its_own_broker_warmed_u
     assert health == {"status": "ok", "database": "ok", "broker": "ok", "models": "loaded (fake-embedding)"}
     # The app was loaded once, in gunicorn's master, and in the Celery worker's main process, before they forked;
     # each web worker (WEB_WORKERS=2) and pool process (CELERY_WORKER_CONCURRENCY=1) warmed up before it served.
+    # Then each web worker opened each of its request threads' database connections (WEB_THREADS=4) with a search.
     wait_until(lambda: serve.log().count("warmed up in") >= 3, 60, "a web worker or the pool's process never warmed up")
+    wait_until(lambda: serve.log().count("warmed 4 request threads in") == 2, 60, "a web worker never warmed its threads")
     log = serve.log()
     assert "preloaded templates, models in" in log and f"(pid {serve.pid('web')})" in log
-    assert log.count("gunicorn worker (pid") == 2 and log.count("celery worker (pid") == 1
+    assert log.count("gunicorn worker (pid") == 2 * 2 and log.count("celery worker (pid") == 1
+    assert log.count("search connections") == 2
     assert "models: embedding model fake-embedding" in log
     assert httpx.get(f"{serve.url}/health").headers["server"].startswith("gunicorn")
     assert httpx.post(f"{serve.url}/api/nothing.here").json()["error"] == "not_found", "DEBUG must be off"

@@ -13,6 +13,7 @@ from config.metrics import BrokerCollector
 from documents import services
 from documents.ingestion.jobs import import_job_create, import_uploads
 from documents.models import Document
+from rag.models import IndexStatus
 from tests.conftest import ApiFor, Cast, TaskQueue
 
 INTERACTIVE, BULK = "interactive", "bulk"
@@ -66,7 +67,10 @@ def test_an_edit_is_indexed_from_the_interactive_queue_and_an_imports_documents_
     imported = {str(pk) for pk in Document.objects.filter(title__startswith="File").values_list("pk", flat=True)}
     assert len(imported) == 3
     assert task_queue.waiting(INTERACTIVE) == [], "an import's documents must not wait in front of an edit"
-    assert {args[0] for name, args in task_queue.waiting(BULK) if name == "rag.tasks.index_document_task"} == imported
+    # In one task for the three: a batch's documents are indexed together (full embedding batches, one transaction).
+    assert [(name, set(args[0])) for name, args in task_queue.waiting(BULK) if name.startswith("rag.tasks.index")] == [
+        ("rag.tasks.index_batch_task", imported)
+    ]
 
     # Removal likewise: one document's from `interactive`, a batch's from `bulk`.
     task_queue.purge()
@@ -75,6 +79,26 @@ def test_an_edit_is_indexed_from_the_interactive_queue_and_an_imports_documents_
         services.documents_delete(documents=Document.objects.filter(pk__in=imported))
     assert task_queue.waiting(INTERACTIVE) == [("rag.tasks.remove_document_task", [edited])]
     assert sorted(args[0] for _, args in task_queue.waiting(BULK)) == sorted(imported)
+
+
+def test_a_batchs_documents_are_queued_a_batch_at_a_time_as_they_commit_and_the_rest_when_it_ends(
+    cast: Cast,
+    task_queue: TaskQueue,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    imports: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("rag.tasks.REINDEX_BATCH", 2)
+    uploads = [SimpleUploadedFile(f"{n}.md", f"# Batch {n}\n\nText {n}.".encode()) for n in range(5)]
+    with django_capture_on_commit_callbacks(execute=True):
+        job = import_job_create(by=cast.alice, collection=cast.handbook, origin="five files", publish=True, uploads=uploads)
+    with django_capture_on_commit_callbacks(execute=True):
+        import_uploads(job_id=job.pk)
+    imported = {str(pk) for pk in Document.objects.filter(title__startswith="Batch").values_list("pk", flat=True)}
+    batches = [args[0] for name, args in task_queue.waiting(BULK) if name == "rag.tasks.index_batch_task"]
+    assert sorted(map(len, batches)) == [1, 2, 2] and {pk for batch in batches for pk in batch} == imported
+    # Marked queued: the recovery pass leaves them to their tasks.
+    assert not IndexStatus.objects.filter(document_id__in=imported, queued_at__isnull=True).exists()
 
 
 def test_the_recovery_passes_and_the_metrics_see_every_queue(task_queue: TaskQueue, settings: Settings) -> None:
