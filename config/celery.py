@@ -72,8 +72,14 @@ def _preload(**kwargs: Any) -> None:
 
 @worker_process_init.connect
 def _warm_up(**kwargs: Any) -> None:
-    """In each pool process, before its first task: its own onnxruntime session and a first query."""
+    """In each pool process, before its first task: its own onnxruntime session (on its share of the cores) and a
+    first query."""
+    from django.conf import settings
+
     from config import warmup
+
+    # The pool's processes embed side by side: each on RAG_LOCAL_ENCODER_WORKER_THREADS, its share of the cores.
+    settings.RAG_LOCAL_ENCODER_THREADS = settings.RAG_LOCAL_ENCODER_WORKER_THREADS
 
     warmup.warm_up("celery worker")
 

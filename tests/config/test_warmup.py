@@ -124,3 +124,11 @@ def test_a_model_through_litellm_without_the_llm_extra_fails_at_start_with_how_t
     )
     assert result.returncode != 0
     assert "RAG_LLM_MODEL need(s) LiteLLM, which this install lacks: pip install -r requirements/llm.txt" in result.stderr
+
+
+def test_a_celery_pool_process_embeds_on_its_share_of_the_cores(settings) -> None:
+    from config.celery import _warm_up
+
+    settings.RAG_LOCAL_ENCODER_THREADS, settings.RAG_LOCAL_ENCODER_WORKER_THREADS = 2, 1
+    _warm_up()  # what worker_process_init runs in each pool process
+    assert settings.RAG_LOCAL_ENCODER_THREADS == 1
