@@ -50,11 +50,15 @@ def run(user, queries: list[str]) -> dict[str, float]:
     from rag.retrieval.search import search
 
     totals, embeds = [], []
+    stages: dict[str, list[float]] = {}
     for query in queries:
         started = time.perf_counter()
         result = search(user=user, query=query, limit=10, mode="vector")
         totals.append((time.perf_counter() - started) * 1000)
         embeds.append(result.latency.get("embed_ms", 0.0))
+        for stage, ms in result.latency.items():
+            stages.setdefault(stage.removesuffix("_ms"), []).append(ms)
+    print("    stages, median ms: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
     return {
         "p50": statistics.median(totals),
         "p95": percentile(totals, 0.95),
