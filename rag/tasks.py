@@ -14,7 +14,8 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, queue_is_empty, retrying
+from config.broker import queue_length
+from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, app, queue_is_empty, retrying
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
 from rag.indexing.fallback import reembed_fallback_documents
@@ -39,13 +40,50 @@ def index_document_task(self: Task, document_id: str, force: bool = False) -> di
     return {"indexed": len(result.indexed), "failed": len(result.failed)}
 
 
+# A batch task indexes its documents this many at a time, and between two groups gives way to an edit: when an
+# edit's task waits in the interactive queue (every process of a worker that serves both queues being busy with
+# batches, as `make run`'s is), it queues the documents it has left again and ends, so the edit is indexed next
+# rather than after the whole batch (~14 s for 32 files of an import on two cores, ~3 s for 8).
+BATCH_GROUP = 8
+
+
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
 def index_batch_task(self: Task, document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
+    done, indexed, failed = 0, 0, 0
     with _retrying(self, document_ids, job_id=job_id):
-        result = index_with_serving_models(document_ids=document_ids, force=force)
+        for start in range(0, len(document_ids), BATCH_GROUP):
+            result = index_with_serving_models(document_ids=document_ids[start : start + BATCH_GROUP], force=force)
+            done, indexed, failed = start + BATCH_GROUP, indexed + len(result.indexed), failed + len(result.failed)
+            rest = document_ids[done:]
+            if rest and _edit_waiting() and _queue_again(rest, job_id=job_id, force=force):
+                break
+    done = min(done, len(document_ids))
     if job_id:
-        job_record(job_id=job_id, done=len(document_ids) - len(result.failed), failed=len(result.failed))
-    return {"indexed": len(result.indexed), "failed": len(result.failed)}
+        job_record(job_id=job_id, done=done - failed, failed=failed)
+    return {"indexed": indexed, "failed": failed, "queued_again": len(document_ids) - done}
+
+
+def _edit_waiting() -> bool:
+    """Whether a task waits in the interactive queue; False when the broker cannot say (the batch then goes on)."""
+    if app.conf.task_always_eager:
+        return False
+    try:
+        return queue_length(app, settings.CELERY_QUEUE_INTERACTIVE, timeout=1) > 0
+    except Exception as exc:
+        logger.warning("cannot read the interactive queue's length: %s", exc)
+        return False
+
+
+def _queue_again(document_ids: list[str], *, job_id: str | None, force: bool) -> bool:
+    """Queue these documents in a batch task of their own, behind the edit; False (this task goes on) if the broker refuses."""
+    sent_at = timezone.now()
+    try:
+        index_batch_task.apply_async((document_ids, job_id, force), queue=settings.CELERY_QUEUE_BULK)
+    except BROKER_ERRORS as exc:
+        logger.warning("could not queue %d document(s) again behind an edit; indexing them now: %s", len(document_ids), exc)
+        return False
+    mark_queued(document_ids=document_ids, sent_at=sent_at)
+    return True
 
 
 def _retrying(task: Task, document_ids: list[str], *, job_id: str | None = None) -> AbstractContextManager[None]:

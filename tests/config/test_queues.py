@@ -13,7 +13,7 @@ from config.metrics import BrokerCollector
 from documents import services
 from documents.ingestion.jobs import import_job_create, import_uploads
 from documents.models import Document
-from rag.models import IndexStatus
+from rag.models import IndexState, IndexStatus
 from tests.conftest import ApiFor, Cast, TaskQueue
 
 INTERACTIVE, BULK = "interactive", "bulk"
@@ -110,3 +110,36 @@ def test_the_recovery_passes_and_the_metrics_see_every_queue(task_queue: TaskQue
     assert not queue_is_empty(), "a task waiting in the interactive queue is a task in the queue"
     (messages,) = [family for family in BrokerCollector(app).collect() if family.name == "cairn_queue_messages"]
     assert {sample.labels["queue"]: sample.value for sample in messages.samples} == {INTERACTIVE: 1, BULK: 0}
+
+
+@pytest.mark.parametrize("edit_waits", [True, False])
+def test_a_batch_task_gives_way_to_an_edit_waiting_in_the_interactive_queue(
+    cast: Cast, task_queue: TaskQueue, monkeypatch: pytest.MonkeyPatch, edit_waits: bool
+) -> None:
+    from rag import tasks
+    from rag.models import Chunk
+    from tests.factories import DocumentFactory
+
+    monkeypatch.setattr("rag.tasks.BATCH_GROUP", 1)
+    ids = [
+        str(DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title=f"Doc {n}", text=f"Text {n}.").pk)
+        for n in range(3)
+    ]
+    tasks.enqueue_bulk_index(ids)  # as an import queues them: pending, their task sent
+    task_queue.purge()  # run below instead
+    if edit_waits:
+        tasks.index_document_task.apply_async(("an edit's document", False), queue=INTERACTIVE)
+
+    outcome = tasks.index_batch_task.apply(args=(ids,)).get()
+
+    indexed = {str(pk) for pk in Chunk.objects.filter(document_id__in=ids).values_list("document_id", flat=True)}
+    if edit_waits:
+        # The first document indexed, the other two queued again behind the edit, still pending with a task queued
+        # (so the recovery pass leaves them to it).
+        assert outcome == {"indexed": 1, "failed": 0, "queued_again": 2} and indexed == {ids[0]}
+        assert task_queue.waiting(BULK) == [("rag.tasks.index_batch_task", [ids[1:], None, False])]
+        rest = IndexStatus.objects.filter(document_id__in=ids[1:])
+        assert {(s.state, s.queued_at is not None) for s in rest} == {(IndexState.PENDING, True)} and rest.count() == 2
+    else:
+        assert outcome == {"indexed": 3, "failed": 0, "queued_again": 0} and indexed == set(ids)
+        assert task_queue.waiting(BULK) == []
