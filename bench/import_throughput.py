@@ -15,7 +15,12 @@ heading each, so a file is a few chunks), by default from ../shared/datasets/sci
 (`--dataset`, or SCIFACT_DIR); its own embedded database `cairn_bench_import`, emptied at each run.
 Takes: on 2 vCPUs about 3 to 5 minutes a run (two indexings of about 3,000 chunks).
 
+With `--edit-every S`, a one-document edit is also made every S seconds while the import runs, and timed until a
+keyword search finds it: what a person editing waits for while someone imports (one worker serving both queues,
+as `make run`'s).
+
 Reproduce:  .venv/bin/python bench/import_throughput.py [--files 1000] [--runs 3]
+            .venv/bin/python bench/import_throughput.py --edit-every 10
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import io
 import json
 import statistics
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -80,8 +86,39 @@ def fresh_team():
     return team, collection, token
 
 
+def edits_while_importing(client: httpx.Client, collection_id: str, every: float, job_done: threading.Event) -> list[float]:
+    """Every `every` seconds until the job is done: a new one-document edit, and the seconds until a keyword search
+    finds its word (what a person editing during someone's import waits for)."""
+    waits = []
+    n = 0
+    while not job_done.wait(every):
+        n += 1
+        word = f"zyxedit{n}q{time.time_ns() % 10**6}"
+        started = time.perf_counter()
+        created = client.post(
+            "/documents.create",
+            json={"title": f"Edit {n}", "text": f"# Edit {n}\n\nThe {word} note.", "collectionId": collection_id},
+        )
+        if created.status_code != 200:
+            raise SystemExit(f"documents.create answered {created.status_code}: {created.text[:300]}")
+        while time.perf_counter() - started < 120:
+            if client.post("/rag.search", json={"query": word, "limit": 1, "mode": "keyword"}).json().get("data"):
+                waits.append(time.perf_counter() - started)
+                break
+            time.sleep(0.1)
+        else:
+            waits.append(float("inf"))
+    return waits
+
+
 def import_end_to_end(
-    archive: bytes, files: int, collection_id: str, token: str, search_for: str, server_env: dict[str, str]
+    archive: bytes,
+    files: int,
+    collection_id: str,
+    token: str,
+    search_for: str,
+    server_env: dict[str, str],
+    edit_every: float = 0,
 ) -> dict:
     """Start the server, upload, poll the job until done; the seconds, the chunks and how the job's counts moved."""
     port = free_port()
@@ -99,6 +136,15 @@ def import_end_to_end(
             raise SystemExit(f"documents.import answered {response.status_code}: {response.text[:500]}")
         job_id = response.json()["data"]["id"]
         uploaded = time.perf_counter() - started
+        job_done, edit_waits = threading.Event(), []
+        if edit_every:
+            editor = httpx.Client(
+                base_url=f"http://127.0.0.1:{port}/api", headers={"Authorization": f"Bearer {token}"}, timeout=120
+            )
+            probe = threading.Thread(
+                target=lambda: edit_waits.extend(edits_while_importing(editor, collection_id, edit_every, job_done))
+            )
+            probe.start()
         last_print, job = 0.0, {}
         while True:
             job = client.post("/jobs.info", json={"id": job_id}).json()["data"]
@@ -114,6 +160,9 @@ def import_end_to_end(
                 )
             time.sleep(0.25)
         took = time.perf_counter() - started
+        job_done.set()
+        if edit_every:
+            probe.join()
         if job["stage"] != "done" or job["filesDone"] != files or job["filesFailed"]:
             raise SystemExit(f"the import did not complete: {json.dumps({k: v for k, v in job.items() if k != 'files'})}")
         hits = client.post("/rag.search", json={"query": search_for, "limit": 3, "mode": "keyword"}).json()["data"]
@@ -121,7 +170,7 @@ def import_end_to_end(
             raise SystemExit(f"the last file's sentence found nothing after the job was done: {search_for!r}")
     finally:
         stop_serve(process)
-    return {"seconds": took, "upload_seconds": uploaded}
+    return {"seconds": took, "upload_seconds": uploaded, "edit_waits": edit_waits}
 
 
 def pipeline_again(team) -> tuple[int, float]:
@@ -150,6 +199,13 @@ def main() -> None:
     parser.add_argument(
         "--server-env", nargs="*", default=[], metavar="NAME=VALUE", help="settings for the server only (a variant to compare)"
     )
+    parser.add_argument(
+        "--edit-every",
+        type=float,
+        default=0,
+        help="also create a one-document edit every this many seconds during the import and time until it is found "
+        "(its chunks then count in the import's; compare throughput from runs without it)",
+    )
     args = parser.parse_args()
     server_env = dict(item.split("=", 1) for item in args.server_env)
     setup_django(DATABASE)
@@ -164,7 +220,7 @@ def main() -> None:
     ratios, e2e_rates, pipeline_rates = [], [], []
     for run in range(1, args.runs + 1):
         team, collection, token = fresh_team()
-        e2e = import_end_to_end(archive, len(files), str(collection.pk), token, last_sentence, server_env)
+        e2e = import_end_to_end(archive, len(files), str(collection.pk), token, last_sentence, server_env, args.edit_every)
         chunks = Chunk.objects.filter(team=team).count()
         again, seconds = pipeline_again(team)
         if again != chunks:
@@ -179,6 +235,12 @@ def main() -> None:
             f"ratio {ratios[-1]:.3f}",
             flush=True,
         )
+        if waits := sorted(e2e["edit_waits"]):
+            print(
+                f"  {len(waits)} edits during the import: searchable after p50 {statistics.median(waits):.2f} s, "
+                f"max {waits[-1]:.2f} s; {sum(w <= 5 for w in waits)} within 5 s",
+                flush=True,
+            )
     print(
         f"median of {len(ratios)}: import {statistics.median(e2e_rates):.2f} chunks/s, pipeline "
         f"{statistics.median(pipeline_rates):.2f} chunks/s, ratio {statistics.median(ratios):.3f} "
