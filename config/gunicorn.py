@@ -12,7 +12,8 @@ imports and compiled templates copy-on-write instead of each loading its own (~1
 then runs what config.warmup preloads (LiteLLM's import when configured, the encoder's shared files) and
 holds no connection across the fork; each worker loads its own onnxruntime session and runs a first query
 before it takes a request (`post_worker_init`), then opens each request thread's database connection with a
-search on it, so no request waits for the model or a connection and /health answers only once a worker has them. `--no-preload` on the command line loads the app in each worker instead, warm-up included.
+search on it, so no request waits for the model or a connection and /health answers only once a worker has
+them. `--no-preload` on the command line loads the app in each worker instead, warm-up included.
 """
 
 from __future__ import annotations

@@ -212,15 +212,10 @@ def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
 
 
 def enqueue_bulk_index(document_ids: Sequence[uuid.UUID | str]) -> int:
-    """Queue indexing of a batch's documents (an import's), REINDEX_BATCH to a task in the bulk queue, leaving out those a
-    queued task will already read at their latest version; how many were queued. Raises as `enqueue_index` does."""
+    """Queue indexing of a batch's documents (an import's) as `enqueue_reindex` does, leaving out those a queued task
+    will already read at their latest version; how many were queued."""
     todo = [pk for pk in document_ids if request_index(document_id=pk, model_id=settings.RAG_EMBEDDING_MODEL)]
-    for start in range(0, len(todo), REINDEX_BATCH):
-        batch = [str(pk) for pk in todo[start : start + REINDEX_BATCH]]
-        sent_at = timezone.now()
-        index_batch_task.apply_async((batch, None, False), queue=settings.CELERY_QUEUE_BULK)
-        mark_queued(document_ids=batch, sent_at=sent_at)
-    return len(todo)
+    return enqueue_reindex(todo, force=False)
 
 
 def enqueue_removal(document_id: uuid.UUID | str, *, bulk: bool = False) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db import connection
 
 from config.errors import NoEmbeddings
 from config.warmup import Step, register_warmup
@@ -67,10 +66,9 @@ def _report_models() -> str:
 def _warm_search_connection() -> None:
     """A hybrid search on this thread's connection, as a member (of no collection, a user never saved) of a team that
     has chunks: its statements planned and prepared, PostgreSQL's caches for them filled. What it finds is dropped."""
-    connection.ensure_connection()
     team_id = Chunk.objects.values_list("team_id", flat=True).first()
     if team_id is None:
-        return  # nothing indexed yet: the connection is open, which is most of it
+        return  # nothing indexed yet: the connection that read it is open, which is most of it
     from rag.retrieval.search import search
 
     try:
