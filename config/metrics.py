@@ -102,6 +102,20 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
 
+# Set while a server does work of its own that no user asked for (a warm-up search): searches and provider calls
+# made then are not counted, so the metrics describe the users' traffic only.
+_unrecorded: ContextVar[bool] = ContextVar("cairn_metrics_unrecorded", default=False)
+
+
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    token = _unrecorded.set(True)
+    try:
+        yield
+    finally:
+        _unrecorded.reset(token)
+
+
 @contextmanager
 def provider_call(kind: str, model: str) -> Iterator[None]:
     """Count and time one provider call; a ProviderError's `transient` flag names the failure's kind."""
@@ -113,8 +127,9 @@ def provider_call(kind: str, model: str) -> Iterator[None]:
         outcome = "transient_error" if getattr(exc, "transient", False) else "permanent_error"
         raise
     finally:
-        PROVIDER_CALL_SECONDS.labels(kind, model).observe(time.perf_counter() - started)
-        PROVIDER_CALLS.labels(kind, model, outcome).inc()
+        if not _unrecorded.get():
+            PROVIDER_CALL_SECONDS.labels(kind, model).observe(time.perf_counter() - started)
+            PROVIDER_CALLS.labels(kind, model, outcome).inc()
 
 
 # Where the calls made while it is set add their tokens (one answer's generation: its metadata's token counts).
@@ -157,6 +172,8 @@ def counting_tokens(pieces: Iterator[str], usage: TokenUsage) -> Iterator[str]:
 
 def record_search(mode: str, *, stages_ms: dict[str, float], total_ms: float, results: int) -> None:
     """One search: its stage latencies (milliseconds per `<stage>_ms`, as `SearchResult.latency`), its whole, and whether it found anything."""
+    if _unrecorded.get():
+        return
     for name, ms in stages_ms.items():
         SEARCH_STAGE_SECONDS.labels(mode, name.removesuffix("_ms")).observe(ms / 1000)
     SEARCH_SECONDS.labels(mode).observe(total_ms / 1000)

@@ -15,6 +15,7 @@ import uuid
 from django.conf import settings
 
 from config.errors import NoEmbeddings
+from config.metrics import unrecorded
 from config.warmup import Step, register_warmup
 from permissions.models import User
 from rag.models import Chunk
@@ -72,7 +73,9 @@ def _warm_search_connection() -> None:
     from rag.retrieval.search import search
 
     try:
-        search(user=User(id=uuid.uuid4(), team_id=team_id), query="warm up", limit=10, record=False)
+        # Nobody's search: the metrics count neither it nor its query's embedding.
+        with unrecorded():
+            search(user=User(id=uuid.uuid4(), team_id=team_id), query="warm up", limit=10)
     except NoEmbeddings:
         pass  # the team's chunks are another model's: the statements differ by model only in their values
 

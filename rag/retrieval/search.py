@@ -141,12 +141,10 @@ def search(
     weights: tuple[float, ...] | None = None,
     tags: Sequence[str] = (),
     explain: bool = False,
-    record: bool = True,
 ) -> SearchResult:
     """Rank the chunks of the user's visible documents (those carrying every one of `tags`, normalised) for `query`.
 
-    With `explain`, each hit carries its place in every ranking that found it (Hit.explanation). `record=False`
-    leaves the search out of the metrics: a server's own warm-up search is nobody's.
+    With `explain`, each hit carries its place in every ranking that found it (Hit.explanation).
     """
     if collection_id is not None:
         collection_get(user=user, collection_id=collection_id)
@@ -192,8 +190,7 @@ def search(
         fallback_model=fallback.model if fallback else None,
         fallback_vector=(fallback.vector or None) if fallback else None,
     )
-    if record:
-        record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
+    record_search(mode, stages_ms=result.latency, total_ms=result.total_ms, results=len(result.ranked(include_text=False)))
     return result
 
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 
 import config.gunicorn
@@ -89,7 +90,9 @@ def on_each_thread(pool: ThreadPoolExecutor, threads: int, fn):
 def test_warming_a_workers_request_threads_opens_each_ones_connection_with_search_prepared_on_it(cast):
     doc = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Warm", text="Kept warm by the worker.")
     index_documents(document_ids=[doc.pk])
+    cache.clear()  # the warm-up's query is embedded, not found in the query cache
     searches = metrics.SEARCH_SECONDS.labels("hybrid")._sum.get()
+    embeddings = metrics.PROVIDER_CALLS.labels("embedding", "fake-embedding", "ok")._value.get()
 
     def opened_and_prepared() -> tuple[int, bool, int]:
         opened = connection.connection is not None  # read before the query below would open one
@@ -109,6 +112,7 @@ def test_warming_a_workers_request_threads_opens_each_ones_connection_with_searc
         assert all(opened and prepared > 0 for _, opened, prepared in warm), warm
         # The warm-up's searches are nobody's: the metrics do not count them.
         assert metrics.SEARCH_SECONDS.labels("hybrid")._sum.get() == searches
+        assert metrics.PROVIDER_CALLS.labels("embedding", "fake-embedding", "ok")._value.get() == embeddings
     finally:
         on_each_thread(pool, 3, lambda: connection.close())
         pool.shutdown()
