@@ -236,11 +236,18 @@ class Client(threading.Thread):
 class Prober(threading.Thread):
     """Edits one document every few seconds and times until a keyword search finds the edit."""
 
+    # An edit not found within this many seconds counts as missed; it is still looked for until LATE, to say when it came.
+    DEADLINE, LATE = 60, 600
+
     def __init__(self, api: Api, document: str, running: threading.Event) -> None:
         super().__init__(daemon=True)
         self.api, self.document, self.running = api, document, running
         self.seconds: list[float] = []
         self.missed = 0
+        # Edits slower than 5 s: when each was written (seconds from the clients' start) and how long it took (None:
+        # not found within LATE), to set beside the kills.
+        self.slow: list[tuple[float, float | None]] = []
+        self.started = time.monotonic()
         self.random = random.Random(99)
 
     def run(self) -> None:
@@ -256,7 +263,7 @@ class Prober(threading.Thread):
                 continue
             written = time.perf_counter()
             found = False
-            while time.perf_counter() - written < 60:
+            while time.perf_counter() - written < self.LATE:
                 # The word alone: a keyword hit on the probe document means its new version is indexed.
                 hits = self.api.post(
                     "probe-search", "rag.search", record=False, json={"query": mark, "mode": "keyword", "threshold": 0}
@@ -269,10 +276,13 @@ class Prober(threading.Thread):
                     found = True
                     break
                 time.sleep(0.1)
-            if found:
-                self.seconds.append(time.perf_counter() - written)
+            took = time.perf_counter() - written
+            if found and took <= self.DEADLINE:
+                self.seconds.append(took)
             else:
                 self.missed += 1
+            if not found or took > 5:
+                self.slow.append((time.monotonic() - took - self.started, took if found else None))
             time.sleep(2)
 
 
@@ -459,8 +469,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         log(f"import of {args.import_files} files started (job {big_job})")
         prober = Prober(Api(urls, token, stats, start=1), probe_id, importing)
-        prober.start()
         started = time.monotonic()
+        prober.started = started
+        prober.start()
         until = started + args.seconds
         clients = [
             Client(
@@ -514,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.monotonic() - started
         log("load finished; waiting for the import and the indexing to settle")
         watcher.join(timeout=3600)
-        prober.join(timeout=120)
+        prober.join(timeout=Prober.LATE + 60)
         wait_indexed(timeout=1800)
         lost = lost_writes(acknowledged)
         imported = Document.objects.filter(deleted_at__isnull=True).count() - documents_total - args.clients * 3 - 1
@@ -699,6 +710,9 @@ def report(
         )
     else:
         print(f"edit -> searchable: no probe completed (missed {prober.missed})")
+    for written, took in prober.slow:
+        found = f"searchable after {took:.1f} s" if took is not None else f"not found within {prober.LATE} s"
+        print(f"  slow edit: written {written:.1f} s into the run, {found}")
     import_seconds = figures["import_seconds"]
     print(
         f"import: {figures['imported']} of {args.import_files} files became documents"

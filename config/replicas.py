@@ -11,8 +11,9 @@ reads the primary. Within such a request reads stay on the primary when:
   one that does not answer, or whose replay lags more than DATABASE_REPLICA_MAX_LAG seconds, is skipped.
 
 A view that fails on a replica's connection error is run again on the primary, so a replica that dies between two
-checks costs its requests a retry, never an error. Raw SQL that reads (rag.retrieval) takes its connection from
-`read_connection()`, which follows the same rules as the router.
+checks costs its requests a retry, never an error; an MCP tool call is retried the same way (`retry_on_primary`).
+Raw SQL that reads (rag.retrieval) takes its connection from `read_connection()`, which follows the same rules as
+the router.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from django.http import HttpRequest, HttpResponseBase
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 # Writes a read request makes on the side, which nobody reads back at once: they do not pin their client.
 UNPINNED_MODELS = frozenset({"permissions.apitoken", "rag.querylog", "rag.searchlog", "sessions.session"})
@@ -223,8 +225,7 @@ class ReplicaMiddleware:
             response = self.get_response(request)
         finally:
             _reads.reset(token)
-        if state.wrote and state.pin_key:
-            cache.set(state.pin_key, True, settings.DATABASE_REPLICA_PIN_SECONDS)
+        _pin_if_wrote(state)
         return response
 
     def process_view(self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any) -> None:
@@ -242,17 +243,39 @@ class ReplicaMiddleware:
         return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        state = _reads.get()
-        if (
-            state is None
-            or state.retried
-            or state.alias in (None, DEFAULT_DB_ALIAS)
-            or not isinstance(exception, (OperationalError, InterfaceError))
-        ):
-            return None
-        failed = state.alias
-        assert failed is not None
-        logger.warning("read replica %s failed (%s); answering from the primary", failed, exception)
-        mark_down(failed)
-        state.allowed, state.alias, state.retried = False, None, True
-        return self.get_response(request)
+        return self.get_response(request) if _moved_to_primary(exception) else None
+
+
+def _pin_if_wrote(state: _Reads) -> None:
+    if state.wrote and state.pin_key:
+        cache.set(state.pin_key, True, settings.DATABASE_REPLICA_PIN_SECONDS)
+
+
+def _moved_to_primary(exception: BaseException) -> bool:
+    """Whether `exception` is the connection failure of this request's replica, met for the first time: if so the
+    replica is skipped until its next check and the request's reads go to the primary from now on."""
+    state = _reads.get()
+    if (
+        state is None
+        or state.retried
+        or state.alias in (None, DEFAULT_DB_ALIAS)
+        or not isinstance(exception, (OperationalError, InterfaceError))
+    ):
+        return False
+    failed = state.alias
+    assert failed is not None
+    logger.warning("read replica %s failed (%s); answering from the primary", failed, exception)
+    mark_down(failed)
+    state.allowed, state.alias, state.retried = False, None, True
+    return True
+
+
+def retry_on_primary(call: Callable[[], T]) -> T:
+    """`call()`, made again on the primary if it fails on the request's replica (an MCP tool, which answers its
+    failures itself, so the middleware never sees them)."""
+    try:
+        return call()
+    except (OperationalError, InterfaceError) as exc:
+        if not _moved_to_primary(exc):
+            raise
+    return call()

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+
+from config.threads import on_each_thread
 
 logger = logging.getLogger("config.warmup")
 
@@ -102,20 +103,14 @@ def warm_up(process: str) -> None:
 def warm_threads(executor: Executor, threads: int, process: str) -> None:
     """Every registered per-thread warm-up on each of `threads` threads of `executor` (a worker's request threads).
 
-    Each task holds its thread at a barrier until all `threads` tasks have started, so each runs on a thread
-    of its own: a thread pool starts a new thread for a task only when none is idle.
+    (config.threads.on_each_thread: one call on each thread, some twice if the pool is smaller.)
     """
     steps = [step for step in _steps if step.warm_thread is not None]
     if not steps or threads < 1:
         return
     started = time.perf_counter()
-    barrier = threading.Barrier(threads)
 
     def warm() -> None:
-        try:
-            barrier.wait(timeout=30)
-        except threading.BrokenBarrierError:
-            pass  # a pool smaller than asked: its threads are warmed all the same, some twice
         for step in steps:
             try:
                 step.warm_thread()  # type: ignore[misc]  # filtered above
@@ -123,8 +118,7 @@ def warm_threads(executor: Executor, threads: int, process: str) -> None:
                 # The thread serves all the same: its first request meets the error and reports it as usual.
                 logger.exception("warming up %s on a request thread failed", step.name)
 
-    for future in [executor.submit(warm) for _ in range(threads)]:
-        future.result()
+    on_each_thread(executor, threads, warm)
     logger.info(
         "%s (pid %d) warmed %d request threads in %.1f s: %s",
         process,

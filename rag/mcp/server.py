@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -31,6 +31,8 @@ from starlette.types import ASGIApp, Message, Scope
 
 from config.errors import ApplicationError, error_body
 from config.middleware import current_request_id
+from config.replicas import retry_on_primary
+from config.threads import on_each_thread
 from rag.mcp.tools import TOOLS, Caller, call
 
 logger = logging.getLogger("rag.mcp")
@@ -85,7 +87,8 @@ def _call_tool(name: str, caller: Caller, arguments: dict[str, Any]) -> types.Ca
     # No request signals on this thread: honour CONN_MAX_AGE and drop broken connections, before and after.
     close_old_connections()
     try:
-        result, outcome = _result(call(name, caller=caller, arguments=arguments)), "ok"
+        body = retry_on_primary(lambda: call(name, caller=caller, arguments=arguments))
+        result, outcome = _result(body), "ok"
     except ApplicationError as exc:
         result, outcome = _result(exc.body(), error=True), exc.code
     except Exception:
@@ -170,6 +173,13 @@ class McpRuntime:
 _runtime: McpRuntime | None = None
 _runtime_pid = 0
 _runtime_lock = threading.Lock()
+
+
+def close_tool_connections() -> None:
+    """Close the tool threads' database connections (a test dropping its database needs this)."""
+    if _runtime is None or _runtime_pid != os.getpid():
+        return
+    on_each_thread(_runtime.tools, settings.WEB_THREADS, lambda: connections.close_all(), timeout=10)
 
 
 def runtime() -> McpRuntime:

@@ -69,6 +69,8 @@ class McpApi(APIView):
     http_method_names = ["post"]
     # The tools only read; the answer tool keeps a conversation only for a write-scoped token (Caller.can_write).
     write_scope = False
+    # Its tools read as rag.search and rag.answer do: from a healthy replica unless the client wrote lately.
+    replica_reads = True
     authentication_classes = [ApiTokenAuthentication]
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "rag"

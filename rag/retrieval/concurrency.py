@@ -17,6 +17,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from config.threads import on_each_thread
+
 T = TypeVar("T")
 
 MAX_THREADS = 4
@@ -66,12 +68,5 @@ def close_background_connections() -> None:
     """Close the search threads' database connections (a test dropping its database needs this)."""
     if _executor is None or _executor_pid != os.getpid() or not _threads:
         return
-    # One close per thread: each task holds its thread at the barrier until all have one.
-    barrier = threading.Barrier(_threads)
-
-    def close() -> None:
-        barrier.wait(timeout=10)
-        connection.close()
-
-    for future in [_executor.submit(close) for _ in range(_threads)]:
-        future.result()
+    # A lambda: `connection` names the connection of the thread that looks it up.
+    on_each_thread(_executor, _threads, lambda: connection.close(), timeout=10)

@@ -3,7 +3,9 @@ standby of it, made by pg_basebackup from the same binaries, is started here as 
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.db import connection, connections
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
 from pytest_django import DjangoDbBlocker
@@ -26,6 +29,7 @@ from documents.models import Document
 from permissions.models import Access, Role, TeamRole, TokenScope, User
 from permissions.services import api_token_create
 from rag.indexing.pipeline import index_documents
+from rag.mcp.server import close_tool_connections
 from rag.retrieval.concurrency import close_background_connections
 from rag.retrieval.search import search
 from tests.access_matrix import build_random_matrix, oracle_sees
@@ -117,6 +121,7 @@ def standby(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterat
             routing.disable()
             forget_health()
             close_background_connections()
+            close_tool_connections()
             connections[REPLICA].close()
             del connections.settings[REPLICA]
             standby.stop(mode="immediate")
@@ -172,6 +177,35 @@ def _answer(world: World) -> Any:
     return data["answer"], [(c["document"]["id"], c["quote"]) for c in data["citations"]]
 
 
+def _streamed_answer(world: World) -> Any:
+    response = world.bob.post("rag.answer", {"query": "What do owls hunt?", "stream": True})
+    assert isinstance(response, StreamingHttpResponse), response
+    # Consumed here, after the middleware has returned, as a WSGI server sends it.
+    events = sse_events(b"".join(response.streaming_content).decode())
+    assert "error" not in events, events
+    return events["done"]["answer"], [(c["document"]["id"], c["quote"]) for c in events["done"]["citations"]]
+
+
+def sse_events(raw: str) -> dict[str, Any]:
+    events = {}
+    for block in raw.strip().split("\n\n"):
+        name, data = re.search(r"^event: (.*)$", block, re.M), re.search(r"^data: (.*)$", block, re.M)
+        assert name and data, block
+        events[name.group(1)] = json.loads(data.group(1))
+    return events
+
+
+def mcp_tool(token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call on /mcp with `token`: the tool's structured result (an error result fails the test)."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    response = Client().post("/mcp", json.dumps(message), content_type="application/json", headers=headers)
+    assert response.status_code == 200, response.content
+    result = response.json()["result"]
+    assert not result.get("isError"), result
+    return result["structuredContent"]
+
+
 def _graph(world: World) -> Any:
     response = world.bob.post("graph.entities", {"query": "", "limit": 100})
     assert response.status_code == 200, response.content
@@ -193,11 +227,38 @@ def _page(world: World) -> Any:
 
 
 def test_search_answer_graph_and_page_reads_go_to_the_replica_and_equal_the_primarys(world: World) -> None:
-    for read in (_search, _answer, _graph, _info, _page):
+    for read in (_search, _answer, _streamed_answer, _graph, _info, _page):
         from_replica, replica_queries = on_replica(partial(read, world))
         assert replica_queries > 0, f"{read.__name__} did not reach the replica"
         assert from_replica, f"{read.__name__}: nothing to compare"
         assert from_replica == on_primary_only(partial(read, world)), read.__name__
+
+
+def test_a_streamed_answers_retrieval_reads_the_replica(world: World) -> None:
+    replay(paused=True)
+    try:
+        # A passage only the primary has: a retrieval that read the primary would cite it.
+        pellets = DocumentFactory.create(
+            collection=world.owls.collection, created_by=world.owls.created_by, title="Owl pellets", text=PELLETS
+        )
+        index_documents(document_ids=[pellets.pk])
+        assert str(pellets.pk) not in _cited(world)
+    finally:
+        replay(paused=False)
+    caught_up()
+    assert str(pellets.pk) in _cited(world)
+
+
+PELLETS = "Owls hunt mice at night and swallow them whole. What do owls hunt? Mice, voles and shrews."
+
+
+def _cited(world: World) -> set[str]:
+    response = world.bob.post("rag.answer", {"query": "What do owls hunt?", "stream": True, "fresh": True})
+    assert isinstance(response, StreamingHttpResponse), response
+    # Read here, after the view has returned, as a WSGI server sends it.
+    events = sse_events(b"".join(response.streaming_content).decode())
+    assert "done" in events, events
+    return {citation["document"]["id"] for citation in events["done"]["citations"]}
 
 
 def test_a_writer_reads_its_own_write_while_the_replica_lags_and_writes_land_on_the_primary(world: World) -> None:
@@ -217,6 +278,25 @@ def test_a_writer_reads_its_own_write_while_the_replica_lags_and_writes_land_on_
         replay(paused=False)
     caught_up()
     assert world.bob.post("documents.info", {"id": str(world.owls.pk)}).json()["data"]["title"] == "Owls, revised"
+
+
+def test_mcp_tools_read_the_replica_and_a_writer_reads_its_own_write_there_too(world: World) -> None:
+    alice_token = api_token_create(user=User.objects.get(username="alice"), scope=TokenScope.WRITE).plaintext
+    owls = {"id": str(world.owls.pk)}
+    assert mcp_tool(world.bob_token, "read_document", owls)["data"]["title"] == "Owls"
+    found = mcp_tool(world.bob_token, "search", {"query": "owls hunt mice", "mode": "hybrid", "threshold": 0})
+    assert "Owls" in {hit["document"]["title"] for hit in found["data"]}
+    replay(paused=True)
+    try:
+        response = Api(alice_token).post("documents.update", {"id": str(world.owls.pk), "title": "Owls, revised"})
+        assert response.status_code == 200, response.content
+        # bob's tools read the replica, which has not replayed the write; alice wrote, so hers read the primary.
+        assert mcp_tool(world.bob_token, "read_document", owls)["data"]["title"] == "Owls"
+        assert mcp_tool(alice_token, "read_document", owls)["data"]["title"] == "Owls, revised"
+    finally:
+        replay(paused=False)
+    caught_up()
+    assert mcp_tool(world.bob_token, "read_document", owls)["data"]["title"] == "Owls, revised"
 
 
 def test_the_randomized_access_oracle_holds_through_the_replica(world: World) -> None:
@@ -259,12 +339,20 @@ def test_stopping_the_replica_mid_load_loses_no_request(world: World, caplog: py
     def load() -> None:
         api = Api(world.bob_token)
         for i in range(REQUESTS):
-            endpoint, body = (
-                ("rag.search", {"query": "owls hunt mice", "mode": "hybrid", "threshold": 0})
-                if i % 2
-                else ("documents.info", {"id": str(world.owls.pk)})
-            )
-            statuses.append(api.post(endpoint, body).status_code)
+            kind = i % 4
+            if kind == 0:
+                response = api.post("documents.info", {"id": str(world.owls.pk)})
+                statuses.append(response.status_code)
+            elif kind == 1:
+                response = api.post("rag.search", {"query": "owls hunt mice", "mode": "hybrid", "threshold": 0})
+                statuses.append(response.status_code)
+            elif kind == 2:
+                # A streamed answer: a failure after the 200 would be an error event.
+                statuses.append(200 if _streamed_answer(world)[1] else 0)
+            else:
+                # An MCP tool: a failure would be an error result inside a 200.
+                found = mcp_tool(world.bob_token, "search", {"query": "owls hunt mice", "threshold": 0})
+                statuses.append(200 if found["data"] else 0)
             if i == 5:
                 stop_now.set()
         connections.close_all()
@@ -282,3 +370,18 @@ def test_stopping_the_replica_mid_load_loses_no_request(world: World, caplog: py
     finally:
         world.standby.start()
         forget_health()
+
+
+def test_an_mcp_tool_whose_replica_stops_is_answered_from_the_primary(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """The tool meets the stopped replica itself (its health still cached as good) and is run again on the primary."""
+    search = {"query": "owls hunt mice", "mode": "hybrid", "threshold": 0}
+    with override_settings(DATABASE_REPLICA_CHECK_INTERVAL=3600), caplog.at_level("WARNING", logger="config.replicas"):
+        assert mcp_tool(world.bob_token, "search", search)["data"]
+        world.standby.stop(mode="fast")
+        try:
+            found = mcp_tool(world.bob_token, "search", search)
+            assert "Owls" in {hit["document"]["title"] for hit in found["data"]}
+            assert any("answering from the primary" in r.getMessage() for r in caplog.records), "the tool never met the replica"
+        finally:
+            world.standby.start()
+            forget_health()
