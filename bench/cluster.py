@@ -7,8 +7,9 @@ per queue (-Q interactive, -Q bulk), beat, and Milvus Lite with --vector-backend
 rag.search (hybrid) 45%, rag.answer 15%, documents.update of the client's own documents 25%, documents.info 15%,
 while an import of --import-files files runs and a prober edits one document every few seconds and times how long
 until a keyword search finds the edit. A client that gets no answer or a 5xx from one web server retries on the other.
-During the run it kills (SIGKILL) web server 1, the bulk worker (mid-import) and the standby; a supervisor restarts the
-web server and the worker at once, and the standby a few seconds later. At the end it waits for the import and the
+During the run it kills (SIGKILL) web server 1, the bulk worker (mid-import), the standby and the interactive worker
+(with the edits it had taken); a supervisor restarts the web server and the workers at once, and the standby a few
+seconds later. The prober lists each edit slower than 5 s with when it was written, beside the kills. At the end it waits for the import and the
 indexing to settle and checks every acknowledged edit: the document holds its last text, and its chunks are indexed.
 
 Reports throughput, p50/p95 and errors per kind, retries, the edit-to-searchable figures, lost writes, and the kills.
@@ -514,6 +515,13 @@ def main(argv: list[str] | None = None) -> int:
             standby.kill()
             events.append(
                 f"{time.monotonic() - started:5.1f} s  SIGKILL the standby's postmaster (it had committed {replica_xacts} read transactions)"
+            )
+            log(events[-1])
+            at(0.6)
+            interactive.signal(signal.SIGKILL)
+            events.append(
+                f"{time.monotonic() - started:5.1f} s  SIGKILL the interactive worker (edits it had taken are lost with it); "
+                "the supervisor restarts it"
             )
             log(events[-1])
             at(0.7)

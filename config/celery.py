@@ -156,6 +156,23 @@ def _attempt(what: str, write: Callable[[], None]) -> None:
         logger.exception("a task could not %s", what)
 
 
+def empty_queues() -> frozenset[str]:
+    """The queues no task waits in; none when the broker cannot be read. With every queue empty it holds "" too: a
+    task whose queue was not recorded cannot be waiting anywhere either.
+
+    The indexing recovery pass takes a task recorded as queued a lease ago, in a queue that is empty now, as lost
+    (see `queue_is_empty`): so an edit whose task died is found while an import keeps the bulk queue long.
+    """
+    if app.conf.task_always_eager:
+        return frozenset((*queue_names(app), ""))
+    try:
+        empty = {queue for queue in queue_names(app) if queue_length(app, queue) == 0}
+    except Exception as exc:
+        logger.warning("cannot read the length of the task queues: %s", exc)
+        return frozenset()
+    return frozenset(empty | ({""} if len(empty) == len(queue_names(app)) else set()))
+
+
 def queue_is_empty() -> bool:
     """True when no task waits in any queue (interactive or bulk); False when some do, or the broker cannot be read.
 

@@ -162,6 +162,9 @@ class IndexStatus(models.Model):
     # While pending: when a task that will read the document was handed to the broker (none if the broker
     # was down). A pending document with one waits in the queue, and recovery leaves it there.
     queued_at = models.DateTimeField(null=True, blank=True)
+    # The queue that task waits in ("" when not recorded): a task lost from an empty queue is found even while
+    # another queue is long (an edit's, while an import fills the bulk queue).
+    queue = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         db_table = "document_index_status"

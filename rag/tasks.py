@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config.broker import queue_length
-from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, app, queue_is_empty, retrying
+from config.celery import BROKER_ERRORS, TRANSIENT_ERRORS, app, empty_queues, retrying
 from permissions.models import User
 from rag.indexing.backfill import backfill_start, backfill_step
 from rag.indexing.fallback import reembed_fallback_documents
@@ -50,12 +50,14 @@ BATCH_GROUP = 8
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
 def index_batch_task(self: Task, document_ids: list[str], job_id: str | None = None, force: bool = False) -> dict:
     done, indexed, failed = 0, 0, 0
+    # Only a batch of the bulk queue gives way (recovery may send one to the interactive queue: edits found lost).
+    gives_way = _queue_of(self) != settings.CELERY_QUEUE_INTERACTIVE
     with _retrying(self, document_ids, job_id=job_id):
         for start in range(0, len(document_ids), BATCH_GROUP):
             result = index_with_serving_models(document_ids=document_ids[start : start + BATCH_GROUP], force=force)
             done, indexed, failed = start + BATCH_GROUP, indexed + len(result.indexed), failed + len(result.failed)
             rest = document_ids[done:]
-            if rest and _edit_waiting() and _queue_again(rest, job_id=job_id, force=force):
+            if rest and gives_way and _edit_waiting() and _queue_again(rest, job_id=job_id, force=force):
                 break
     done = min(done, len(document_ids))
     if job_id:
@@ -82,8 +84,13 @@ def _queue_again(document_ids: list[str], *, job_id: str | None, force: bool) ->
     except BROKER_ERRORS as exc:
         logger.warning("could not queue %d document(s) again behind an edit; indexing them now: %s", len(document_ids), exc)
         return False
-    mark_queued(document_ids=document_ids, sent_at=sent_at)
+    mark_queued(document_ids=document_ids, sent_at=sent_at, queue=settings.CELERY_QUEUE_BULK)
     return True
+
+
+def _queue_of(task: Task) -> str:
+    """The queue the running task was taken from ("" in-process)."""
+    return str((task.request.delivery_info or {}).get("routing_key") or "")
 
 
 def _retrying(task: Task, document_ids: list[str], *, job_id: str | None = None) -> AbstractContextManager[None]:
@@ -97,7 +104,7 @@ def _retrying(task: Task, document_ids: list[str], *, job_id: str | None = None)
     return retrying(
         task,
         requeue=lambda: release(document_ids=document_ids),
-        queued=lambda sent_at: mark_queued(document_ids=document_ids, sent_at=sent_at),
+        queued=lambda sent_at: mark_queued(document_ids=document_ids, sent_at=sent_at, queue=_queue_of(task)),
         give_up=failed,
     )
 
@@ -152,10 +159,20 @@ def reconcile_index_task() -> dict:
     return counts
 
 
+# A beat pass of the vector outbox: rows per batch, and the seconds after which it leaves the rest to the next pass.
+OUTBOX_PASS_ROWS = 500
+OUTBOX_PASS_SECONDS = 1.0
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def drain_vector_outbox_task() -> int:
-    """Copy the chunk writes the outbox holds into Milvus (beat, every RAG_MILVUS_OUTBOX_INTERVAL seconds)."""
-    return outbox_drain()
+    """Copy the chunk writes the outbox holds into Milvus (beat, every RAG_MILVUS_OUTBOX_INTERVAL seconds).
+
+    It runs in the interactive queue, so an edit's vectors reach Milvus while an import fills the bulk one: a pass
+    of OUTBOX_PASS_ROWS rows at a time, for about OUTBOX_PASS_SECONDS, leaves the rest of a backlog to the next
+    pass rather than hold up the edits queued behind it.
+    """
+    return outbox_drain(batch=OUTBOX_PASS_ROWS, max_seconds=OUTBOX_PASS_SECONDS)
 
 
 def start_backfill(*, by: User | None = None) -> IndexJob | None:
@@ -186,12 +203,23 @@ def recover_index_task() -> int:
 
 
 def recover_index(*, lease: int) -> int:
-    """Queue the documents `stuck` finds, marked pending so the lease starts again; how many were queued."""
-    document_ids = stuck(lease=lease, queue_empty=queue_is_empty())
-    if document_ids:
-        logger.info("recovery: queueing %d document(s) again that no task holds", len(document_ids))
+    """Queue the documents `stuck` finds, marked pending so the lease starts again; how many were queued.
+
+    Those whose lost task was an edit's go back to the interactive queue, not behind an import in the bulk one.
+    """
+    document_ids = stuck(lease=lease, empty_queues=empty_queues())
+    if not document_ids:
+        return 0
+    logger.info("recovery: queueing %d document(s) again that no task holds", len(document_ids))
+    interactive = settings.CELERY_QUEUE_INTERACTIVE
+    edits = set(
+        IndexStatus.objects.filter(
+            document_id__in=document_ids, model_id=settings.RAG_EMBEDDING_MODEL, queue=interactive
+        ).values_list("document_id", flat=True)
+    )
     mark_pending(document_ids=document_ids, model_id=settings.RAG_EMBEDDING_MODEL)
-    return enqueue_reindex(document_ids, force=False)
+    rest = [pk for pk in document_ids if pk not in edits]
+    return enqueue_reindex(list(edits), force=False, queue=interactive) + enqueue_reindex(rest, force=False)
 
 
 def queue_for(*, bulk: bool) -> str:
@@ -207,8 +235,9 @@ def enqueue_index(document_id: uuid.UUID | str, *, force: bool = False) -> None:
     """
     if request_index(document_id=document_id, model_id=settings.RAG_EMBEDDING_MODEL) or force:
         sent_at = timezone.now()
-        index_document_task.apply_async((str(document_id), force), queue=queue_for(bulk=False))
-        mark_queued(document_ids=[document_id], sent_at=sent_at)
+        queue = queue_for(bulk=False)
+        index_document_task.apply_async((str(document_id), force), queue=queue)
+        mark_queued(document_ids=[document_id], sent_at=sent_at, queue=queue)
 
 
 def enqueue_bulk_index(document_ids: Sequence[uuid.UUID | str]) -> int:
@@ -222,24 +251,28 @@ def enqueue_removal(document_id: uuid.UUID | str, *, bulk: bool = False) -> None
     remove_document_task.apply_async((str(document_id),), queue=queue_for(bulk=bulk))
 
 
-def enqueue_reindex(document_ids: Sequence[uuid.UUID | str], *, job: IndexJob | None = None, force: bool = True) -> int:
-    """Queue these documents for (re)indexing in batches, in the bulk queue; each batch records its progress on `job`.
+def enqueue_reindex(
+    document_ids: Sequence[uuid.UUID | str], *, job: IndexJob | None = None, force: bool = True, queue: str | None = None
+) -> int:
+    """Queue these documents for (re)indexing in batches, in the bulk queue unless `queue` says another; each batch
+    records its progress on `job`.
 
     How many were queued: with the broker down, the rest are not, and those marked pending wait for the
     recovery pass (logged, never raised).
     """
     ids = [str(pk) for pk in document_ids]
+    queue = queue or settings.CELERY_QUEUE_BULK
     for start in range(0, len(ids), REINDEX_BATCH):
         batch = ids[start : start + REINDEX_BATCH]
         sent_at = timezone.now()
         try:
-            index_batch_task.delay(batch, str(job.pk) if job else None, force)
+            index_batch_task.apply_async((batch, str(job.pk) if job else None, force), queue=queue)
         except BROKER_ERRORS as exc:
             logger.warning(
                 "could not queue %d document(s) for indexing; recovery will queue them again: %s", len(ids) - start, exc
             )
             return start
-        mark_queued(document_ids=batch, sent_at=sent_at)
+        mark_queued(document_ids=batch, sent_at=sent_at, queue=queue)
     return len(ids)
 
 
@@ -253,7 +286,7 @@ def repair_index(report: ReconcileReport) -> int:
         remove_document_chunks(document_ids=report.to_remove)
     held = set(
         IndexStatus.objects.filter(document_id__in=report.to_reindex, model_id=report.model_id)
-        .filter(in_flight(lease=settings.RAG_INDEX_LEASE, queue_empty=queue_is_empty()))
+        .filter(in_flight(lease=settings.RAG_INDEX_LEASE, empty_queues=empty_queues()))
         .values_list("document_id", flat=True)
     )
     todo = [pk for pk in report.to_reindex if pk not in held]

@@ -450,6 +450,10 @@ CELERY_TASK_ROUTES = {
     # By default an edit's; an import's documents are sent to the bulk queue where they are queued (rag.tasks).
     "rag.tasks.index_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
     "rag.tasks.remove_document_task": {"queue": CELERY_QUEUE_INTERACTIVE},
+    # Short passes beat runs every few seconds: behind an import in the bulk queue, an edit whose task was lost
+    # would wait for the whole import to be found, and Milvus would not get an edit's vectors until it ends.
+    "rag.tasks.recover_index_task": {"queue": CELERY_QUEUE_INTERACTIVE},
+    "rag.tasks.drain_vector_outbox_task": {"queue": CELERY_QUEUE_INTERACTIVE},
 }
 CELERY_BEAT_SCHEDULE = {
     "reconcile-index": {"task": "rag.tasks.reconcile_index_task", "schedule": _positive_int("RAG_RECONCILE_INTERVAL", 900)},

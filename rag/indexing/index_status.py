@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
@@ -92,29 +92,35 @@ def mark_pending(*, document_ids: Iterable, model_id: str) -> None:
     )
 
 
-def mark_queued(*, document_ids: Iterable, sent_at: datetime) -> None:
-    """A task reading these documents reached the broker, sent at `sent_at`: it covers what was pending by then.
+def mark_queued(*, document_ids: Iterable, sent_at: datetime, queue: str) -> None:
+    """A task reading these documents reached the broker's `queue`, sent at `sent_at`: it covers what was pending
+    by then.
 
     A document marked pending after the send began may be read by a task already running: it keeps
     waiting for a task of its own.
     """
     IndexStatus.objects.filter(
         document_id__in=list(document_ids), state=IndexState.PENDING, queued_at__isnull=True, updated_at__lte=sent_at
-    ).update(queued_at=timezone.now())
+    ).update(queued_at=timezone.now(), queue=queue)
 
 
-def in_flight(*, lease: int, queue_empty: bool = False) -> Q:
+def lost_from(*, lease: int, empty_queues: Collection[str]) -> Q:
+    """Pending statuses whose task was queued more than `lease` seconds ago in a queue now empty
+    (config.celery.empty_queues): a worker took it and died before it could say so, or the broker lost it."""
+    cutoff = timezone.now() - timedelta(seconds=lease)
+    return Q(state=IndexState.PENDING, queued_at__lt=cutoff, queue__in=list(empty_queues))
+
+
+def in_flight(*, lease: int, empty_queues: Collection[str] = ()) -> Q:
     """Statuses a task holds, so no other pass queues them: pending with a task in the queue (however long
     the queue is), pending for less than `lease` seconds (its task being sent), or chunked or embedded by a
-    task whose heartbeat is younger than `lease` seconds.
-
-    With `queue_empty` (config.celery.queue_is_empty), a task queued more than a lease ago is no longer
-    taken to be waiting: a worker took it and died before it could say so, or the broker lost it.
+    task whose heartbeat is younger than `lease` seconds. A task queued a lease ago in one of `empty_queues`
+    is no longer taken to be waiting (`lost_from`).
     """
     cutoff = timezone.now() - timedelta(seconds=lease)
     queued = Q(state=IndexState.PENDING, queued_at__isnull=False)
-    if queue_empty:
-        queued &= Q(queued_at__gte=cutoff)
+    if empty_queues:
+        queued &= ~lost_from(lease=lease, empty_queues=empty_queues)
     return queued | Q(state__in=UNSETTLED, updated_at__gte=cutoff)
 
 

@@ -8,6 +8,7 @@ what differs in the outbox (rag.indexing.vector_outbox), whose drain writes it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -127,16 +128,16 @@ def reconcile(*, model_id: str | None = None) -> ReconcileReport:
     return report
 
 
-def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False) -> list[uuid.UUID]:
+def stuck(*, lease: int, model_id: str | None = None, empty_queues: Collection[str] = ()) -> list[uuid.UUID]:
     """Live documents whose current version is not indexed and that no task holds, for `lease` seconds.
 
     That is: saved with no index status at all, or saved again while the status still says indexed (the
     process died between the commit and queueing the task); pending with no task ever handed to the
     broker (it was down); or chunking or embedding with no heartbeat for the lease (the task died with
     its process). A document pending with its task in the queue is left to it, however long the queue:
-    queued again, it would wait there twice; unless `queue_empty` says no task waits there at all, when
-    one queued a lease ago was taken by a worker that died, or lost with the broker. Failed documents are
-    left to `reconcile`, or a permanent failure would be retried on every pass.
+    queued again, it would wait there twice; unless its queue is one of `empty_queues` (config.celery),
+    when its task, queued a lease ago, was taken by a worker that died or lost with the broker. Failed
+    documents are left to `reconcile`, or a permanent failure would be retried on every pass.
     """
     model_id = model_id or settings.RAG_EMBEDDING_MODEL
     cutoff = timezone.now() - timedelta(seconds=lease)
@@ -144,8 +145,8 @@ def stuck(*, lease: int, model_id: str | None = None, queue_empty: bool = False)
     # the team is still searched with an earlier model, whose backfill builds them (queued here, they
     # would be queued again every pass while the backfill runs).
     unsent = Q(status__queued_at__isnull=True)
-    if queue_empty:
-        unsent |= Q(status__queued_at__lt=cutoff)
+    if empty_queues:
+        unsent |= Q(status__queued_at__lt=cutoff, status__queue__in=list(empty_queues))
     unqueued = (
         Q(status__id__isnull=True)
         | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))

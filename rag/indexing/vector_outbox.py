@@ -10,6 +10,7 @@ advisory lock): two passes reading a chunk before and after a change could other
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 
 from django.db import connection, transaction
@@ -23,8 +24,9 @@ DRAIN_LOCK = 0x6D696C76  # "milv"
 BATCH = 2000
 
 
-def outbox_drain(*, batch: int = BATCH, max_batches: int | None = None) -> int:
-    """Carry the outbox into Milvus until it is empty (or `max_batches` passes); how many outbox rows were carried out.
+def outbox_drain(*, batch: int = BATCH, max_batches: int | None = None, max_seconds: float | None = None) -> int:
+    """Carry the outbox into Milvus until it is empty (or `max_batches` passes, or the first pass that ends after
+    `max_seconds`); how many outbox rows were carried out.
 
     With the pgvector backend there is nothing to copy to: the triggers are switched off and the outbox emptied.
     """
@@ -34,13 +36,14 @@ def outbox_drain(*, batch: int = BATCH, max_batches: int | None = None) -> int:
     milvus.set_outbox_triggers(enabled=True)
     done = 0
     passes = 0
+    started = time.monotonic()
     while max_batches is None or passes < max_batches:
         carried = _drain_batch(batch)
         if carried is None:
             break  # another pass holds the lock: it carries on
         done += carried
         passes += 1
-        if carried < batch:
+        if carried < batch or (max_seconds is not None and time.monotonic() - started >= max_seconds):
             break
     return done
 

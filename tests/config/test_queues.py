@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
-from config.celery import app, queue_is_empty
+from config.celery import app, empty_queues, queue_is_empty
 from config.metrics import BrokerCollector
 from documents import services
 from documents.ingestion.jobs import import_job_create, import_uploads
@@ -34,10 +34,17 @@ def routed_to(task_name: str) -> str:
 def test_one_documents_tasks_are_routed_to_the_interactive_queue_and_every_other_task_to_bulk() -> None:
     ours = sorted(name for name in app.tasks if name.split(".")[0] in ("rag", "connectors", "documents", "permissions", "config"))
     assert {"rag.tasks.backfill_task", "documents.tasks.import_job_task", "connectors.tasks.sync_source_task"} <= set(ours)
-    interactive = {"rag.tasks.index_document_task", "rag.tasks.remove_document_task"}
+    interactive = {
+        "rag.tasks.index_document_task",
+        "rag.tasks.remove_document_task",
+        # Beat's short passes that an edit waits on: finding its lost task, copying its vectors to Milvus.
+        "rag.tasks.recover_index_task",
+        "rag.tasks.drain_vector_outbox_task",
+    }
     assert {name: routed_to(name) for name in ours} == {name: INTERACTIVE if name in interactive else BULK for name in ours}
-    # What beat sends (reconciliation, the recovery passes) waits behind no edit and holds none up.
-    assert {routed_to(entry["task"]) for entry in app.conf.beat_schedule.values()} == {BULK}
+    # The rest of what beat sends (reconciliation, the other recovery passes) holds up no edit.
+    beat = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    assert {routed_to(name) for name in beat - interactive} == {BULK} and "rag.tasks.recover_index_task" in beat
     # A worker started without -Q serves both.
     assert [queue.name for queue in app.conf.task_queues] == [INTERACTIVE, BULK]
 
@@ -143,3 +150,49 @@ def test_a_batch_task_gives_way_to_an_edit_waiting_in_the_interactive_queue(
     else:
         assert outcome == {"indexed": 3, "failed": 0, "queued_again": 0} and indexed == set(ids)
         assert task_queue.waiting(BULK) == []
+
+
+def test_an_edit_whose_task_was_lost_is_queued_again_in_the_interactive_queue_while_an_import_fills_bulk(
+    cast: Cast, task_queue: TaskQueue, settings: Settings
+) -> None:
+    """A worker took the edit's task and died: its queue is empty now, so recovery sends it there again, without
+    waiting for the bulk queue (an import's batches) to drain; a batch document's task still in its queue is left."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rag import tasks
+    from tests.factories import DocumentFactory
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    long_ago = timezone.now() - timedelta(minutes=5)
+    edit, imported = (
+        DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title=title, text=f"{title}.")
+        for title in ("Edited", "Imported")
+    )
+    Document.objects.filter(pk__in=[edit.pk, imported.pk]).update(updated_at=long_ago)
+    for document, queue in ((edit, INTERACTIVE), (imported, BULK)):
+        IndexStatus.objects.update_or_create(
+            document=document,
+            model_id=settings.RAG_EMBEDDING_MODEL,
+            defaults={"state": IndexState.PENDING, "updated_at": long_ago, "queued_at": long_ago, "queue": queue},
+        )
+    task_queue.purge()
+    tasks.index_batch_task.apply_async(([str(imported.pk)], None, False), queue=BULK)  # the import's, still waiting
+    assert empty_queues() == {INTERACTIVE}
+
+    assert tasks.recover_index(lease=60) == 1
+    assert task_queue.waiting(INTERACTIVE) == [("rag.tasks.index_batch_task", [[str(edit.pk)], None, False])]
+    assert task_queue.waiting(BULK) == [("rag.tasks.index_batch_task", [[str(imported.pk)], None, False])]
+    status = IndexStatus.objects.get(document=edit)
+    assert status.queued_at is not None and status.queued_at > long_ago
+    assert (status.state, status.queue) == (IndexState.PENDING, INTERACTIVE)
+    # Queued again a moment ago: the next pass leaves it to that task.
+    assert tasks.recover_index(lease=60) == 0
+
+    # With every queue empty, a task queued before the queue was recorded is taken as lost too.
+    task_queue.purge()
+    IndexStatus.objects.filter(document=imported).update(queued_at=long_ago, queue="")
+    assert empty_queues() == {INTERACTIVE, BULK, ""}
+    assert tasks.recover_index(lease=60) == 1
+    assert task_queue.waiting(BULK) == [("rag.tasks.index_batch_task", [[str(imported.pk)], None, False])]
