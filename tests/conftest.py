@@ -85,6 +85,18 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test database, with this process's thread pools' connections to it closed before it is
+    dropped: a search thread or an MCP tool thread keeps its connection open for its life, as a server's does."""
+    yield
+    from rag.mcp.server import close_tool_connections
+    from rag.retrieval.concurrency import close_background_connections
+
+    close_background_connections()
+    close_tool_connections()
+
+
 _started_postgres: list[str] = []
 
 
