@@ -9,6 +9,8 @@ the rules at `--before` (default: the merge base with main, loaded from git) and
 
   in answer    the share of questions whose gold answer (or an alias) is in the answer's text
   in cited     the share whose gold answer is in the passages the answer cites
+  in passages  the share whose gold answer is in any of the 5 passages retrieved: what "in cited" can reach
+               (a yes-or-no gold is in none)
   reliability  each confidence level: how many answers have it, and the share of them that are right
                (gold in the answer's text)
 
@@ -166,7 +168,8 @@ def main() -> None:
             level = str(answer_confidence(passages, mode=mode, cited=cited, support=support).level)
             cited_text = "\n".join(passages[n].text for n in cited)
             right = contains(text, gold)
-            row = {"in answer": right, "in cited": contains(cited_text, gold)}
+            in_passages = contains("\n".join(p.text for p in retrieval.passages), gold)
+            row = {"in answer": right, "in cited": contains(cited_text, gold), "in passages": in_passages}
             for part in ("all", half(q["_id"])):
                 totals[part]["questions"] += 1
                 totals[part].update(k for k, v in row.items() if v)
@@ -178,12 +181,14 @@ def main() -> None:
                 record = {"id": q["_id"], "question": q["text"], "gold": gold, **row, "confidence": level, "answer": text}
                 dump.write(json.dumps(record) + "\n")
         print(f"\nrules: {name}")
-        print("| questions | n | gold in answer | gold in cited passages |")
-        print("|---|---|---|---|")
+        print("| questions | n | gold in answer | gold in cited passages | gold in any passage |")
+        print("|---|---|---|---|---|")
         for part in ("tune", "held-out", "all"):
             t = totals[part]
             n = max(1, t["questions"])
-            print(f"| {part} | {t['questions']} | {t['in answer'] / n:.3f} | {t['in cited'] / n:.3f} |")
+            print(
+                f"| {part} | {t['questions']} | {t['in answer'] / n:.3f} | {t['in cited'] / n:.3f} | {t['in passages'] / n:.3f} |"
+            )
         print("| questions | level | count | share of answers | right (gold in answer) |")
         print("|---|---|---|---|---|")
         for part in ("tune", "held-out", "all"):
