@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -23,6 +24,7 @@ from documents.selectors import citation_places
 from permissions.models import User
 from rag.answering.confidence import Assessment, Evidence, assess_confidence
 from rag.answering.context import widen_passages
+from rag.corpus.names import entity_key, normalised_text, short_title
 from rag.providers.errors import ProviderError
 from rag.providers.llm import get_reranker
 from rag.providers.retry import INTERACTIVE, call_with_retries
@@ -160,6 +162,35 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
         return facts
 
 
+def short_title_facts(passages: Sequence[Passage], facts: Sequence[Fact]) -> list[Fact]:
+    """Links between the passages that the graph does not hold: a passage naming another passage's document by
+    the short form of its qualified title ("directed by Michael Davis" names "Michael Davis (director)").
+
+    The graph links a title found whole; text seldom writes a title's qualifier, and made a title alias in the
+    graph, a short form linked too much (docs/benchmarks.md, Tried and rejected). Among the few passages an
+    answer is given, a name another passage's page carries is a bridge. A short form that two of the passages'
+    documents share, or that is the whole title of one of them, links nothing. Only the passages are read.
+    """
+    known = {(f.n, f.target_n) for f in facts}
+    titles = {entity_key(p.title) for p in passages}
+    targets: dict[str, list[Passage]] = {}
+    for passage in passages:
+        short = short_title(passage.title)
+        if short is not None:
+            targets.setdefault(entity_key(short), []).append(passage)
+    linked = []
+    for key, named in targets.items():
+        if key in titles or len({p.document_id for p in named}) > 1:
+            continue
+        target = min(named, key=lambda p: p.n)
+        name = short_title(target.title) or ""
+        for passage in passages:
+            if passage.document_id != target.document_id and (passage.n, target.n) not in known:
+                if f" {key} " in f" {normalised_text(passage.text)} ":
+                    linked.append(Fact(n=passage.n, source=passage.title, predicate="MENTIONS", target=name, target_n=target.n))
+    return linked
+
+
 def ms_since(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
 
@@ -282,5 +313,8 @@ def retrieve(
         place = places[(passage.document_id, passage.version, passage.start)]
         passage.path, passage.page_map, passage.line = place.path, place.page_map, place.line
     confidence = passages_confidence(passages).level
-    facts = connecting_facts(passages) if settings.RAG_GRAPH_ENABLED and include_graph else []
+    facts: list[Fact] = []
+    if settings.RAG_GRAPH_ENABLED and include_graph:
+        facts = connecting_facts(passages)
+        facts += short_title_facts(passages, facts)
     return Retrieval(query=query, passages=passages, confidence=confidence, started=started, latency=latency, facts=facts)

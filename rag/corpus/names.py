@@ -27,3 +27,25 @@ def is_meaningful_key(key: str) -> bool:
     """A key worth matching: not empty, not only stopwords or digits, not a single letter."""
     words = key.split()
     return bool(words) and any(w not in _STOPWORDS and not w.isdigit() and len(w) > 1 for w in words)
+
+
+# A title's qualifier, which text naming the thing leaves out: "Ed Wood (film)", "Brown County, Kansas",
+# "Bogislaw IV, Duke of Pomerania". After a comma only a short proper name qualifies (a place, a rank):
+# "Genomic imprinting in development, growth, behavior" is a title that is a phrase, not a qualified name.
+_QUALIFIED_TITLE = re.compile(
+    r"^(?P<base>[^,()]*?\S)\s*(?:\([^()]+\)|,\s*[A-Z][\w'’.-]*(?:\s+(?:of|de|the|and|upon|on)?\s*[A-Z][\w'’.-]*){0,3})$"
+)
+# A name's words at most: a longer base is a phrase.
+MAX_SHORT_TITLE_WORDS = 6
+
+
+def short_title(title: str) -> str | None:
+    """The form text names a qualified title by ("Ed Wood" for "Ed Wood (film)"), when it starts with a capital,
+    is a name (`is_meaningful_key`) and is short; None for a title without a qualifier."""
+    match = _QUALIFIED_TITLE.match(title.strip())
+    if match is None:
+        return None
+    base = match.group("base").strip()
+    if not base[:1].isupper() or len(base.split()) > MAX_SHORT_TITLE_WORDS or not is_meaningful_key(entity_key(base)):
+        return None
+    return base

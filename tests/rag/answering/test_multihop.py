@@ -14,7 +14,8 @@ import pytest
 from rag.answering.answer_types import AnswerType, read_question, relation_span
 from rag.answering.confidence import Evidence, answer_support, assess_confidence
 from rag.answering.extractive import Extract, extract
-from rag.answering.passages import Fact, Passage
+from rag.answering.passages import Fact, Passage, short_title_facts
+from rag.corpus.names import short_title
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 
@@ -128,6 +129,48 @@ def test_without_the_bridge_the_directors_page_is_not_reached() -> None:
     made = answer("When did the director of Night Train die?", alone, facts=[])
     assert "2010" not in (made.lead or ""), "nothing connects Night Train to Ola Berg"
     assert not (made.lead and made.roles_held)
+
+
+@pytest.mark.parametrize(
+    ("title", "short"),
+    [
+        ("Michael Davis (director)", "Michael Davis"),
+        ("Brown County, Kansas", "Brown County"),
+        ("Bogislaw IV, Duke of Pomerania", "Bogislaw IV"),
+        ("Night Train", None),  # no qualifier
+        ("Genomic imprinting in development, growth, behavior and stem cells.", None),  # a phrase with commas
+        ("Candida albicans, a distinctive fungal model for cellular aging study", None),
+        ("the mill (disambiguation)", None),  # not a name
+    ],
+)
+def test_a_qualified_titles_short_form_is_the_name_before_its_qualifier(title: str, short: str | None) -> None:
+    assert short_title(title) == short
+
+
+EIGHT_DAYS = [
+    passage(1, "Eight Days a Week (film)", "Eight Days a Week is a 1997 comedy film written and directed by Michael Davis."),
+    passage(2, "Michael Davis (director)", "Michael Davis (born 1961 in Rockville, Maryland) is an American director."),
+]
+
+
+def test_a_passage_naming_anothers_document_by_its_short_title_is_a_bridge_the_answer_follows() -> None:
+    facts = short_title_facts(EIGHT_DAYS, [])
+    assert facts == [Fact(n=1, source="Eight Days a Week (film)", predicate="MENTIONS", target="Michael Davis", target_n=2)]
+    made = answer("Where was the director of film Eight Days A Week born?", EIGHT_DAYS, facts=facts)
+    assert made.lead == "Rockville, Maryland [2]." and (made.method, made.hops) == ("path", 2)
+    assert "[1]" in made.text, "the sentence naming the director is quoted too"
+    # Without the link the director's page is not reached.
+    assert "Rockville" not in (answer("Where was the director of film Eight Days A Week born?", EIGHT_DAYS, facts=[]).lead or "")
+
+
+def test_a_short_title_two_documents_share_or_that_is_a_whole_title_links_nothing() -> None:
+    shared = [*EIGHT_DAYS, passage(3, "Michael Davis (footballer)", "Michael Davis played for Leeds.")]
+    assert short_title_facts(shared, []) == []
+    whole = [*EIGHT_DAYS, passage(3, "Michael Davis", "Michael Davis is a common name.")]
+    assert short_title_facts(whole, []) == []
+    # A link the graph already made is not made twice.
+    known = [Fact(n=1, source="Eight Days a Week (film)", predicate="MENTIONS", target="Michael Davis (director)", target_n=2)]
+    assert short_title_facts(EIGHT_DAYS, known) == []
 
 
 def test_a_comparison_quotes_each_sides_fact_and_states_which_comes_first() -> None:

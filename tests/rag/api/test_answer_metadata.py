@@ -72,3 +72,33 @@ def test_search_without_the_graph_finds_nothing_by_it(cast: Cast, api_for: ApiFo
     assert all("graph" not in hit["explain"]["foundBy"] for hit in api.post("rag.search", body).json()["data"])
     refused = api.post("rag.search", {"query": QUESTION, "mode": "graph", "includeGraph": False})
     assert refused.status_code == 400 and "includeGraph" in refused.content.decode()
+
+
+def test_with_the_graph_an_answer_crosses_from_a_film_to_its_directors_page_named_by_its_short_title(
+    cast: Cast, api_for: ApiFor
+) -> None:
+    from rag.indexing.pipeline import index_documents
+    from tests.factories import DocumentFactory
+
+    film = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Eight Days a Week (film)",
+        text="Eight Days a Week is a 1997 comedy film written and directed by Michael Davis.",
+    )
+    director = DocumentFactory(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="Michael Davis (director)",
+        text="Michael Davis (born 1961 in Rockville, Maryland) is an American director.",
+    )
+    index_documents(document_ids=[film.pk, director.pk])
+    api = api_for(cast.bob)
+    question = "Where was the director of film Eight Days A Week born?"
+    data = api.post("rag.answer", {"query": question}).json()["data"]
+    lead = data["answer"].splitlines()[0]
+    assert lead.startswith("From your documents: Rockville, Maryland ["), data["answer"]
+    assert {c["document"]["id"] for c in data["citations"]} == {str(film.pk), str(director.pk)}
+    # The graph's part: without it nothing connects the film to its director's page.
+    without = api.post("rag.answer", {"query": question, "includeGraph": False}).json()["data"]
+    assert "Rockville" not in without["answer"].splitlines()[0]
