@@ -80,13 +80,13 @@ def test_with_the_graph_an_answer_crosses_from_a_film_to_its_directors_page_name
     from rag.indexing.pipeline import index_documents
     from tests.factories import DocumentFactory
 
-    film = DocumentFactory(
+    film = DocumentFactory.create(
         collection=cast.handbook,
         created_by=cast.alice,
         title="Eight Days a Week (film)",
         text="Eight Days a Week is a 1997 comedy film written and directed by Michael Davis.",
     )
-    director = DocumentFactory(
+    director = DocumentFactory.create(
         collection=cast.handbook,
         created_by=cast.alice,
         title="Michael Davis (director)",
