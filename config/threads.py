@@ -22,7 +22,7 @@ def on_each_thread(executor: Executor, threads: int, fn: Callable[[], None], *, 
         try:
             barrier.wait(timeout=timeout)
         except threading.BrokenBarrierError:
-            pass
+            pass  # a pool smaller than `threads`: each of its threads calls `fn` all the same, some twice
         fn()
 
     for future in [executor.submit(run) for _ in range(threads)]:

@@ -62,7 +62,7 @@ def _repair_pid_list(data_dir: Path) -> None:
     try:
         json.loads(path.read_text())
     except FileNotFoundError:
-        pass
+        pass  # no list yet: nothing to repair
     except ValueError:
         logger.warning("%s was unreadable (a crash or two processes writing it at once); writing it again empty", path)
         path.write_text("[]")

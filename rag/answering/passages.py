@@ -173,21 +173,21 @@ def short_title_facts(passages: Sequence[Passage], facts: Sequence[Fact]) -> lis
     """
     known = {(f.n, f.target_n) for f in facts}
     titles = {entity_key(p.title) for p in passages}
-    targets: dict[str, list[Passage]] = {}
+    texts = {p.n: f" {normalised_text(p.text)} " for p in passages}
+    targets: dict[str, list[tuple[str, Passage]]] = {}
     for passage in passages:
-        short = short_title(passage.title)
-        if short is not None:
-            targets.setdefault(entity_key(short), []).append(passage)
+        if (short := short_title(passage.title)) is not None:
+            targets.setdefault(entity_key(short), []).append((short, passage))
     linked = []
     for key, named in targets.items():
-        if key in titles or len({p.document_id for p in named}) > 1:
+        if key in titles or len({p.document_id for _, p in named}) > 1:
             continue
-        target = min(named, key=lambda p: p.n)
-        name = short_title(target.title) or ""
-        for passage in passages:
-            if passage.document_id != target.document_id and (passage.n, target.n) not in known:
-                if f" {key} " in f" {normalised_text(passage.text)} ":
-                    linked.append(Fact(n=passage.n, source=passage.title, predicate="MENTIONS", target=name, target_n=target.n))
+        name, target = min(named, key=lambda pair: pair[1].n)
+        linked += [
+            Fact(n=p.n, source=p.title, predicate="MENTIONS", target=name, target_n=target.n)
+            for p in passages
+            if p.document_id != target.document_id and (p.n, target.n) not in known and f" {key} " in texts[p.n]
+        ]
     return linked
 
 

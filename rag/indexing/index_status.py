@@ -104,11 +104,18 @@ def mark_queued(*, document_ids: Iterable, sent_at: datetime, queue: str) -> Non
     ).update(queued_at=timezone.now(), queue=queue)
 
 
-def lost_from(*, lease: int, empty_queues: Collection[str]) -> Q:
+def lost_from(*, lease: int, empty_queues: Collection[str], through: str = "") -> Q:
     """Pending statuses whose task was queued more than `lease` seconds ago in a queue now empty
-    (config.celery.empty_queues): a worker took it and died before it could say so, or the broker lost it."""
+    (config.celery.empty_queues): a worker took it and died before it could say so, or the broker lost it.
+    `through`: the lookup that leads from the queried model to its status ("status__" from a document)."""
     cutoff = timezone.now() - timedelta(seconds=lease)
-    return Q(state=IndexState.PENDING, queued_at__lt=cutoff, queue__in=list(empty_queues))
+    return Q(
+        **{
+            f"{through}state": IndexState.PENDING,
+            f"{through}queued_at__lt": cutoff,
+            f"{through}queue__in": list(empty_queues),
+        }
+    )
 
 
 def in_flight(*, lease: int, empty_queues: Collection[str] = ()) -> Q:

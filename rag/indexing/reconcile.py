@@ -20,7 +20,7 @@ from django.utils import timezone
 from documents.models import Document
 from rag.corpus import milvus
 from rag.corpus.names import entity_key, is_meaningful_key
-from rag.indexing.index_status import WORKING
+from rag.indexing.index_status import WORKING, lost_from
 from rag.indexing.model_switch import documents_lacking_configured_model
 from rag.indexing.vector_outbox import outbox_enqueue
 from rag.models import Chunk, IndexState, IndexStatus, Mention, ServingModel
@@ -146,7 +146,7 @@ def stuck(*, lease: int, model_id: str | None = None, empty_queues: Collection[s
     # would be queued again every pass while the backfill runs).
     unsent = Q(status__queued_at__isnull=True)
     if empty_queues:
-        unsent |= Q(status__queued_at__lt=cutoff, status__queue__in=list(empty_queues))
+        unsent |= lost_from(lease=lease, empty_queues=empty_queues, through="status__")
     unqueued = (
         Q(status__id__isnull=True)
         | (Q(status__state=IndexState.INDEXED) & ~Q(status__indexed_version=F("version")))

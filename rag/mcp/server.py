@@ -144,7 +144,8 @@ class McpRuntime:
     """This process's event loop thread, running the session manager, and its tool threads."""
 
     def __init__(self) -> None:
-        self.tools = ThreadPoolExecutor(max_workers=settings.WEB_THREADS, thread_name_prefix="mcp-tool")
+        self.threads = settings.WEB_THREADS
+        self.tools = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="mcp-tool")
         # Host checks are Django's (ALLOWED_HOSTS, before the view); the SDK's DNS-rebinding guard is off.
         self.manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True, security_settings=None)
         self.loop = asyncio.new_event_loop()
@@ -179,7 +180,7 @@ def close_tool_connections() -> None:
     """Close the tool threads' database connections (a test dropping its database needs this)."""
     if _runtime is None or _runtime_pid != os.getpid():
         return
-    on_each_thread(_runtime.tools, settings.WEB_THREADS, lambda: connections.close_all(), timeout=10)
+    on_each_thread(_runtime.tools, _runtime.threads, lambda: connections.close_all(), timeout=10)
 
 
 def runtime() -> McpRuntime:
