@@ -33,8 +33,9 @@ from django.db import connection
 from django.db.models import Count, Max, Min
 
 from documents.models import Document
-from rag.corpus.names import entity_key, is_meaningful_key, normalised_text
+from rag.corpus.names import entity_key, is_meaningful_key, normalised_text, short_title
 from rag.corpus.text_search import TEXT_SEARCH_CONFIG
+from rag.indexing.sentence_facts import sentence_relations, surname_aliases
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
 
 MAX_NAME_LENGTH = 500
@@ -49,6 +50,8 @@ PREDICATE_MENTIONS = "MENTIONS"
 PREDICATE_LINKS_TO = "LINKS_TO"
 PREDICATE_CO_OCCURS = "CO_OCCURS"
 PREDICATE_DEFINES = "DEFINES"
+# A relation a sentence states, by its verb phrase: as strong as a co-occurrence, which it also is.
+STATED_WEIGHT = 0.5
 
 _DOC_LINK = re.compile(r"\(/doc/([0-9a-fA-F-]{36})[^)]*\)")
 _WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|[^\[\]\n]*)?\]\]")
@@ -104,6 +107,8 @@ class ChunkFacts:
     title_counts: Counter[str] = field(default_factory=Counter)
     # Keys of the symbols the chunk defines (a code chunk): the document DEFINES them.
     defines: set[str] = field(default_factory=set)
+    # (source key, predicate, target key) its sentences state (rag.indexing.sentence_facts).
+    statements: list[tuple[str, str, str]] = field(default_factory=list)
 
     def add(self, name: str, kind: str, count: int = 1, *, named: bool = True) -> None:
         key = entity_key(name)
@@ -211,8 +216,11 @@ def read_chunk(
     matcher: TitleMatcher,
     linked_titles: dict[str, str],
     symbols: list[str] | None = None,
+    own_title: str = "",
 ) -> ChunkFacts:
-    """The rules extractor on one chunk's text (pure: no database)."""
+    """The rules extractor on one chunk's text (pure: no database). `own_title`, the document's title (whose
+    key is `own_key`), tells the sentences that name the document by a shorter form: the short form of a
+    qualified title (rag.corpus.names.short_title), a person's last name."""
     facts = ChunkFacts()
     # Symbols first: a chunk's own definitions are what it is about, and are kept whatever else it names.
     for symbol in symbols or []:
@@ -247,7 +255,32 @@ def read_chunk(
         heading = heading.lstrip("#").strip()
         if entity_key(heading) != own_key:
             facts.add(heading, EntityKind.TOPIC)
+    # A person named in full, then by their last name alone: the same entity, mentioned that much more.
+    names = [facts.mentions[key][0] for key, kind in facts.named.items() if kind == EntityKind.NAME]
+    aliases = surname_aliases(text, [*names, own_title] if own_title else names)
+    for key, count in aliases.values():
+        if key in facts.mentions:
+            facts.add(facts.mentions[key][0], EntityKind.NAME, count)
+    facts.statements = _statements(text, facts, aliases, own_key, own_title)
     return facts
+
+
+def _statements(
+    text: str, facts: ChunkFacts, aliases: dict[str, tuple[str, int]], own_key: str, own_title: str
+) -> list[tuple[str, str, str]]:
+    """The relations the chunk's sentences state between its names, then those each title-only key takes part in,
+    read with the names and that one title: which other titles exist (some private) changes no statement."""
+    forms = {key: key for key in facts.named} | {alias: key for alias, (key, _) in aliases.items()}
+    if own_key:
+        forms[own_key] = own_key
+    short = short_title(own_title) if own_title else None
+    short_key = entity_key(short) if short else None
+    found = sentence_relations(text, forms, own_key or None, short_key)
+    for title in facts.mentions.keys() - facts.named.keys():
+        found += [
+            s for s in sentence_relations(text, {**forms, title: title}, own_key or None, short_key) if title in (s[0], s[2])
+        ]
+    return found
 
 
 def entities_by_key(team_id: uuid.UUID, wanted: dict[str, tuple[str, str]]) -> dict[str, uuid.UUID]:
@@ -286,6 +319,7 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
             matcher=matcher,
             linked_titles=linked_titles,
             symbols=c.metadata.get("symbols"),
+            own_title=own_name,
         )
         for c in chunks
     ]
@@ -361,6 +395,23 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
                     confidence=0.5,
                     source_title_only=facts.title_only(a),
                     target_title_only=facts.title_only(b),
+                    **common,
+                )
+            )
+        # What a sentence says relates two names, by its own words ("directed by"): the document's own key is its
+        # subject, never title-only.
+        for source, predicate, target in facts.statements:
+            if source not in entity or target not in entity:
+                continue
+            relations.append(
+                Relation(
+                    source_id=entity[source],
+                    target_id=entity[target],
+                    predicate=predicate,
+                    weight=STATED_WEIGHT,
+                    confidence=STATED_WEIGHT,
+                    source_title_only=source != own_key and facts.title_only(source),
+                    target_title_only=target != own_key and facts.title_only(target),
                     **common,
                 )
             )

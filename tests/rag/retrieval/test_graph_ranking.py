@@ -340,7 +340,8 @@ def test_beside_the_text_rankings_the_graph_ranks_a_passage_only_for_what_it_lea
         title: DocumentFactory(collection=cast.handbook, created_by=cast.alice, title=title, text=text)
         for title, text in {
             "Deploy tools": "Northwind Labs built the Harbor Deployer.",
-            "History": "Jane Roe designed the Harbor Deployer in 1999.",
+            # Only the tool named: a name beside it, reached through this page, would be this page's own evidence.
+            "History": "In 1999 a team of two designed the Harbor Deployer.",
             "Visitors": "Northwind Labs hosts visitors on Fridays.",
         }.items()
     }
