@@ -43,7 +43,7 @@ SAME_DOCUMENT_DECAY = 0.5
 HUB_COUNT_CAP = 200
 # The chunks remembered per step of a spread as the ones an entity was reached through (the heaviest relations').
 VIA_CHUNKS = 20
-# A relation stated in words the question uses: how much more it weighs in a hop (see `question_stems`).
+# A neighbour related in words the question uses: how much more it weighs in a hop (see `question_stems`).
 STATED_MATCH = 1.0
 STEM = 5
 MIN_STEM = 4
@@ -144,7 +144,8 @@ def _ranking_entities(seed_chunk_ids: list[int], model_id: str) -> dict[uuid.UUI
 
 def question_stems(query: str) -> list[str]:
     """The question's words as a relation's predicate may write them: the first STEM letters of each word of
-    MIN_STEM letters or more ("director" and "directed by" share "direc"), stopwords left out."""
+    MIN_STEM letters or more ("director" and "directed by" share "direc"), stopwords left out. A predicate
+    matches when one of its words starts with one of them. Letters and digits only (`normalised_text`)."""
     return sorted({w[:STEM] for w in normalised_text(query).split() if len(w) >= MIN_STEM and is_meaningful_key(w)})
 
 
@@ -161,7 +162,8 @@ def _spread(
 
     Entities in `spread_only` (the documents the other rankings already put on top) pass their
     score on but are not ranked for it themselves: the graph adds what they lead to. A relation whose
-    predicate shares one of `stems` (`question_stems`) weighs 1 + STATED_MATCH times its weight.
+    predicate has a word starting with one of `stems` (`question_stems`) makes its neighbour weigh 1 + STATED_MATCH
+    times what its relations weigh: the name a sentence relates in the question's words is the one asked about.
     """
     scores = {pk: score for pk, score in seeds.items() if pk not in spread_only}
     via: dict[uuid.UUID, set[int]] = {}
@@ -172,9 +174,9 @@ def _spread(
     # The readable collections' facts only, through the indexes that lead with the collection after the entity:
     # a hub's facts elsewhere in the team are passed over, not each checked against the visible documents.
     collections, collections_params = scope.collections_named
-    # A relation a sentence states in words the question uses ("directed by" for "the director of") counts more.
-    stated = f"""(1 + %(stated)s * (EXISTS (SELECT 1 FROM unnest(string_to_array(lower(r.predicate), ' ')) p(w)
-                                         WHERE length(w) >= {MIN_STEM} AND left(w, {STEM}) = ANY(%(stems)s::text[])))::int)"""
+    # A neighbour a sentence relates in words the question uses ("directed by" for "the director of") counts more:
+    # one regular expression over the predicate, whose row the hop reads anyway (for its chunk).
+    stated = "(1 + %(stated)s * bool_or(coalesce(lower(r.predicate) ~ %(stems)s, false))::int)"
     # One transaction (its generic-plan setting) for every hop of the spread.
     with prepared_cursor() as cursor:
         for _ in range(HOPS):
@@ -190,7 +192,7 @@ def _spread(
                     SELECT n.id, s.score * n.share AS score, n.via
                     FROM s, LATERAL (
                         SELECT x.id, x.w / max(x.w) OVER () AS share, x.via FROM (
-                            SELECT r.target_id AS id, sum(r.weight * {stated}) AS w,
+                            SELECT r.target_id AS id, sum(r.weight) * {stated} AS w,
                                    (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s] AS via
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
@@ -198,7 +200,7 @@ def _spread(
                               AND {relation_counts("r", f"({visible})", source_visible="s.title_ok")}
                             GROUP BY r.target_id
                             UNION ALL
-                            SELECT r.source_id, sum(r.weight * {stated}) * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
+                            SELECT r.source_id, sum(r.weight) * {stated} * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
                             WHERE r.target_id = s.id AND r.model_id = %(model)s AND r.collection_id = ANY(ARRAY({collections}))
@@ -229,7 +231,7 @@ def _spread(
                     "cap": HUB_COUNT_CAP,
                     "via": VIA_CHUNKS,
                     "stated": STATED_MATCH,
-                    "stems": list(stems),
+                    "stems": "(^| )(" + "|".join(stems) + ")" if stems else None,
                 },
             )
             rows = cursor.fetchall()
