@@ -13,9 +13,17 @@ _STOPWORDS = frozenset(
 )
 
 
+# A Latin letter's accents ("é" decomposed is "e" and a combining acute): dropped, so "Amélie" is "amelie" and
+# text written without accents names it. Other scripts keep their marks (a kana's voicing mark is a letter).
+_LATIN_ACCENTS = re.compile(r"(?<=[A-Za-z\u00c0-\u024f])[\u0300-\u036f]+")
+
+
 def normalised_text(text: str) -> str:
-    """Text in the form keys are matched in: NFKC, case-folded, words split on anything not a letter or digit."""
-    return " ".join(_NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+    """Text in the form keys are matched in: NFKC, Latin accents dropped, case-folded, words split on anything
+    not a letter or digit."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", _LATIN_ACCENTS.sub("", unicodedata.normalize("NFKD", text)))
+    return " ".join(_NON_WORD.sub(" ", text.casefold()).split())
 
 
 def entity_key(name: str) -> str:

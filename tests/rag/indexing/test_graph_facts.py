@@ -24,8 +24,10 @@ def matcher(*titles: str) -> TitleMatcher:
 
 def test_names_are_normalised_whatever_the_script_and_punctuation():
     assert entity_key("Hermann II, Landgrave of Hesse") == "hermann ii landgrave of hesse"
-    assert entity_key("  Ünïcode — ＦＵＬＬＷＩＤＴＨ  ") == "ünïcode fullwidth"
+    assert entity_key("  Ünïcode — ＦＵＬＬＷＩＤＴＨ  ") == "unicode fullwidth"
+    assert entity_key("Amélie") == entity_key("AMELIE") == "amelie", "case and a Latin letter's accents name nothing apart"
     assert entity_key("東京タワー") == "東京タワー"
+    assert entity_key("ダンス") == "ダンス", "a kana's voicing mark is part of the letter"
     assert entity_key("!!! ... ???") == ""
     assert len(entity_key("word " * 1000)) <= 200
 
