@@ -32,6 +32,7 @@ from rag.answering.citations import CITATION
 from rag.answering.confidence import AnswerSupport
 from rag.answering.passages import Fact, Passage
 from rag.corpus.names import entity_key, normalised_text
+from rag.corpus.sentences import SENTENCE_END
 from rag.providers.embeddings import get_embedding_provider
 from rag.providers.errors import ProviderError
 from rag.retrieval.query import embed_query
@@ -63,7 +64,6 @@ _HIDDEN = re.compile(
     r"<!--.*?(?:-->|\Z)|<(script|style|template|noscript)\b[^>]*>.*?(?:</\1\s*>|\Z)|\A(?:(?!<(?:script|style)\b).)*?</(?:script|style)\s*>",
     re.I | re.S,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:#|[-*+] |\d+[.)] |\|))")
 _MARKUP = [
     (re.compile(r"!\[[^\]]*\]\([^)]*\)"), ""),  # images
     (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links keep their text
@@ -159,7 +159,7 @@ def _pieces(text: str) -> Iterator[tuple[str, int]]:
         return o + offset - v
 
     at = 0
-    for separator in [*_SENTENCE_END.finditer(joined), None]:
+    for separator in [*SENTENCE_END.finditer(joined), None]:
         end = separator.start() if separator else len(joined)
         piece = joined[at:end]
         lead = len(piece) - len(piece.lstrip())

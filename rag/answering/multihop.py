@@ -100,7 +100,8 @@ class Path:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The fact read for each side, and what comparing them says (None: the facts cannot be compared)."""
+    """The fact read for each side (only the sides that gave one), and what comparing them says (None: the facts
+    cannot be compared, or a side gave none)."""
 
     sides: tuple[tuple[str, Path], ...]
     lead: str | None
@@ -291,21 +292,26 @@ def compare(
     )
     fact_question = Question(type=kind, relation=question.relation)
     read: list[tuple[str, Path]] = []
+    compared = True
     for side in question.sides:
         n = side_passage(side, titles)
-        if n is None:
-            return None
-        path = best_path(side, fact_question, by_n, titles, link_map, score, starts=[n])
+        path = None if n is None else best_path(side, fact_question, by_n, titles, link_map, score, starts=[n])
         if path is None:
-            return None
+            compared = False  # nothing read of this side: the other is still quoted, with nothing to compare
+            continue
         if roles(query) and len(path.sentences) < 2:
             # "Which film has the director born first": each side's fact is its director's, a hop away; the
-            # film's own date is no answer to it.
+            # film's own date is no answer to it, but what its passage says still belongs in the answer.
             linked = best_path(query, fact_question, by_n, titles, link_map, score, starts=[n])
             if linked is None or len(linked.sentences) < 2:
-                return Comparison(sides=tuple(read) + ((side, path),), lead=None) if len(read) == 1 else None
-            path = linked
+                compared = False
+            else:
+                path = linked
         read.append((side, path))
+    if not read:
+        return None
+    if not compared:
+        return Comparison(sides=tuple(read), lead=None)
     (a, pa), (b, pb) = read
     lead = None
     if question.order == "same":

@@ -13,18 +13,13 @@ import re
 from collections.abc import Iterable
 
 from rag.corpus.names import is_meaningful_key, normalised_text
+from rag.corpus.sentences import sentences
 
 # A predicate is the last few words before the object: the verb phrase, not the whole clause.
 PREDICATE_WORDS = 4
 PREDICATE_LENGTH = 40
 MAX_SENTENCE_RELATIONS = 24
 
-# A sentence ends at . ! or ? before a space and a capital, quote or bracket, or at a line's end; an initial
-# ("J. Smith") or a common abbreviation ("St. Louis", "Dr. Who", "U.S.") does not end one.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"“‘(\[A-Z0-9])|\n+")
-_ABBREVIATION = re.compile(
-    r"(?:\b[A-Z]|\b(?:St|Dr|Mr|Mrs|Ms|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|Mt|No|vs|etc|Inc|Co|Ltd|U\.S))\.$"
-)
 # Words a sentence about its page's subject starts with instead of naming it.
 _PRONOUNS = frozenset("he she it they his her its their this these the".split())
 # Words that start another clause: a predicate is what follows the last of them ("… and studied at").
@@ -34,20 +29,6 @@ _LIST_WORDS = frozenset("and or also as well".split())
 # Leading (and trailing) words a predicate does not need ("is a 1955 danish drama film directed by" keeps its last words only).
 _WEAK_LEADING = frozenset("a an the".split())
 _DIGITS = re.compile(r"^\d+$")
-
-
-def sentences(text: str) -> list[str]:
-    """The chunk's sentences, abbreviations and initials kept inside theirs."""
-    parts: list[str] = []
-    for piece in _SENTENCE_END.split(text):
-        piece = piece.strip()
-        if not piece:
-            continue
-        if parts and _ABBREVIATION.search(parts[-1]):
-            parts[-1] = f"{parts[-1]} {piece}"
-        else:
-            parts.append(piece)
-    return parts
 
 
 def surname_aliases(text: str, names: Iterable[str]) -> dict[str, tuple[str, int]]:

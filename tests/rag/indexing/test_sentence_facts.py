@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from rag.corpus.names import entity_key
+from rag.corpus.sentences import sentences
 from rag.indexing.graph_extraction import TitleMatcher, read_chunk
 from rag.indexing.pipeline import index_documents
-from rag.indexing.sentence_facts import sentence_relations, sentences, surname_aliases
+from rag.indexing.sentence_facts import sentence_relations, surname_aliases
 from rag.models import Entity, Relation
 from tests.factories import DocumentFactory
 
