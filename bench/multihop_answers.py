@@ -136,6 +136,7 @@ def main() -> None:
     from rag.answering.answer import MODE_EXTRACTIVE, MODE_INSUFFICIENT, answer_confidence
     from rag.answering.citations import clean_citations
     from rag.models import Confidence
+    from rag.providers.embeddings import get_embedding_provider
 
     questions = [json.loads(line) for line in (args.dataset / "queries.train.jsonl").open()]
     questions = sorted(questions, key=lambda q: q["_id"])[: args.queries]
@@ -154,6 +155,9 @@ def main() -> None:
             question = np.asarray(query_vector, dtype=np.float32)
 
             def similarity(query: str, texts: list[str]) -> list[float]:
+                # Rules that split sentences otherwise than the kept retrieval's read sentences not embedded yet.
+                if new := [t for t in dict.fromkeys(texts) if t not in vectors]:  # noqa: B023
+                    vectors.update(zip(new, get_embedding_provider().embed(new), strict=True))  # noqa: B023
                 return [float(np.asarray(vectors[t], dtype=np.float32) @ question) for t in texts]  # noqa: B023
 
             passages = {p.n: p for p in retrieval.passages}

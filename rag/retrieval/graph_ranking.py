@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Sequence
 from typing import NamedTuple
 
 from config.replicas import read_connection
@@ -43,10 +42,6 @@ SAME_DOCUMENT_DECAY = 0.5
 HUB_COUNT_CAP = 200
 # The chunks remembered per step of a spread as the ones an entity was reached through (the heaviest relations').
 VIA_CHUNKS = 20
-# A neighbour related in words the question uses: how much more it weighs in a hop (see `question_stems`).
-STATED_MATCH = 1.0
-STEM = 5
-MIN_STEM = 4
 
 
 def question_keys(query: str) -> list[str]:
@@ -142,28 +137,14 @@ def _ranking_entities(seed_chunk_ids: list[int], model_id: str) -> dict[uuid.UUI
     return seeds
 
 
-def question_stems(query: str) -> list[str]:
-    """The question's words as a relation's predicate may write them: the first STEM letters of each word of
-    MIN_STEM letters or more ("director" and "directed by" share "direc"), stopwords left out. A predicate
-    matches when one of its words starts with one of them. Letters and digits only (`normalised_text`)."""
-    return sorted({w[:STEM] for w in normalised_text(query).split() if len(w) >= MIN_STEM and is_meaningful_key(w)})
-
-
 def _spread(
-    scope: SearchScope,
-    model_id: str,
-    seeds: dict[uuid.UUID, float],
-    spread_only: set[uuid.UUID],
-    scope_chunks: int = 0,
-    stems: Sequence[str] = (),
+    scope: SearchScope, model_id: str, seeds: dict[uuid.UUID, float], spread_only: set[uuid.UUID], scope_chunks: int = 0
 ) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, set[int]]]:
     """Scores of the entities reached in up to HOPS hops, each hop through visible relations only, and the
     chunks each was reached through (the relations' chunks, up to VIA_CHUNKS a step).
 
     Entities in `spread_only` (the documents the other rankings already put on top) pass their
-    score on but are not ranked for it themselves: the graph adds what they lead to. A relation whose
-    predicate has a word starting with one of `stems` (`question_stems`) makes its neighbour weigh 1 + STATED_MATCH
-    times what its relations weigh: the name a sentence relates in the question's words is the one asked about.
+    score on but are not ranked for it themselves: the graph adds what they lead to.
     """
     scores = {pk: score for pk, score in seeds.items() if pk not in spread_only}
     via: dict[uuid.UUID, set[int]] = {}
@@ -174,9 +155,6 @@ def _spread(
     # The readable collections' facts only, through the indexes that lead with the collection after the entity:
     # a hub's facts elsewhere in the team are passed over, not each checked against the visible documents.
     collections, collections_params = scope.collections_named
-    # A neighbour a sentence relates in words the question uses ("directed by" for "the director of") counts more:
-    # one regular expression over the predicate, whose row the hop reads anyway (for its chunk).
-    stated = "(1 + %(stated)s * bool_or(coalesce(lower(r.predicate) ~ %(stems)s, false))::int)"
     # One transaction (its generic-plan setting) for every hop of the spread.
     with prepared_cursor() as cursor:
         for _ in range(HOPS):
@@ -192,7 +170,7 @@ def _spread(
                     SELECT n.id, s.score * n.share AS score, n.via
                     FROM s, LATERAL (
                         SELECT x.id, x.w / max(x.w) OVER () AS share, x.via FROM (
-                            SELECT r.target_id AS id, sum(r.weight) * {stated} AS w,
+                            SELECT r.target_id AS id, sum(r.weight) AS w,
                                    (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s] AS via
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
@@ -200,7 +178,7 @@ def _spread(
                               AND {relation_counts("r", f"({visible})", source_visible="s.title_ok")}
                             GROUP BY r.target_id
                             UNION ALL
-                            SELECT r.source_id, sum(r.weight) * {stated} * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
+                            SELECT r.source_id, sum(r.weight) * 0.5, (array_agg(r.chunk_id ORDER BY r.weight DESC))[1:%(via)s]
                             FROM graph_relations r
                             JOIN ({visible}) v ON v.id = r.document_id AND v.version = r.document_version
                             WHERE r.target_id = s.id AND r.model_id = %(model)s AND r.collection_id = ANY(ARRAY({collections}))
@@ -230,8 +208,6 @@ def _spread(
                     "n": float(max(scope_chunks, 2)),
                     "cap": HUB_COUNT_CAP,
                     "via": VIA_CHUNKS,
-                    "stated": STATED_MATCH,
-                    "stems": "(^| )(" + "|".join(stems) + ")" if stems else None,
                 },
             )
             rows = cursor.fetchall()
@@ -268,7 +244,7 @@ class QuestionGraph(NamedTuple):
 def question_graph(*, scope: SearchScope, query: str, model_id: str, scope_chunks: int = 0) -> QuestionGraph:
     """The entities the question names and the spread from them, for `graph_ranking(question=...)`."""
     named, names_documents = _question_entities(scope, query, model_id, scope_chunks)
-    reached, via = _spread(scope, model_id, named, set(), scope_chunks, question_stems(query)) if named else ({}, {})
+    reached, via = _spread(scope, model_id, named, set(), scope_chunks) if named else ({}, {})
     return QuestionGraph(named, names_documents, reached, via)
 
 
@@ -307,9 +283,7 @@ def graph_ranking(
     chosen = {pk: score for pk, score in from_rankings.items() if pk not in named}
     if not named and not chosen:
         return GraphRanking([], False)
-    scores, via = _reached(
-        scope, model_id, question, named=named, chosen=chosen, scope_chunks=scope_chunks, stems=question_stems(query)
-    )
+    scores, via = _reached(scope, model_id, question, named=named, chosen=chosen, scope_chunks=scope_chunks)
     top = sorted(scores.items(), key=lambda item: -item[1])[:MAX_FRONTIER]
     if not top:
         return GraphRanking([], question.names_documents)
@@ -331,17 +305,14 @@ def _reached(
     named: dict[uuid.UUID, float],
     chosen: dict[uuid.UUID, float],
     scope_chunks: int,
-    stems: Sequence[str],
 ) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, set[int]]]:
     """The entities both spreads reach, their summed scores, and the chunks each was reached through."""
     # The question's spread as read beforehand, unless a seed chunk strengthened one of its names.
     spreads = [
-        (question.reached, question.via)
-        if named == question.named
-        else _spread(scope, model_id, named, set(), scope_chunks, stems)
+        (question.reached, question.via) if named == question.named else _spread(scope, model_id, named, set(), scope_chunks)
     ]
     if chosen:
-        spreads.append(_spread(scope, model_id, chosen, set(chosen), scope_chunks, stems))
+        spreads.append(_spread(scope, model_id, chosen, set(chosen), scope_chunks))
     scores: dict[uuid.UUID, float] = {}
     via: dict[uuid.UUID, set[int]] = {}
     for reached, reached_via in spreads:
