@@ -296,7 +296,7 @@ def compare(
     for side in question.sides:
         n = side_passage(side, titles)
         path = None if n is None else best_path(side, fact_question, by_n, titles, link_map, score, starts=[n])
-        if path is None:
+        if n is None or path is None:
             compared = False  # nothing read of this side: the other is still quoted, with nothing to compare
             continue
         if roles(query) and len(path.sentences) < 2:
