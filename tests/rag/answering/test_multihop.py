@@ -225,3 +225,25 @@ def test_a_keyword_stuffed_note_never_reaches_high() -> None:
     assert made.stuffed
     assert confidence(made) == "low", "similar words, yet no sentence states the relation between two things"
     assert confidence(answer("When did the director of Night Train die?", [note, ARCHIVE[1]], facts=[])) != "high"
+
+
+def test_a_comparison_whose_first_side_leads_nowhere_still_quotes_both_sides() -> None:
+    """Harbour's passage names no director the passages hold: nothing to compare, but the answer to "A or B?"
+    still says what each side's passage says, not only the side that led somewhere."""
+    unlinked = [*ARCHIVE[:1], passage(2, "Harbour", "Harbour is a 2001 film about a port."), ARCHIVE[2]]
+    made = answer("Which film has the director born later, Harbour or Night Train?", unlinked, facts=FACTS[:1])
+    assert made.lead is None and made.method == "comparison-facts"
+    assert "- Harbour is a 2001 film about a port. [2]" in made.text
+    assert "It was directed by Vera Lind. [1]" in made.text and "[3]" in made.text
+
+
+def test_a_sentence_runs_on_past_an_initial_and_names_its_bridge_whole() -> None:
+    """"Directed by Herman C. Raymaker" is one sentence: cut at "C.", it would name no one the passages hold."""
+    archive = [
+        passage(1, "The Alster Case", "The Alster Case is a 1915 film directed by Herman C. Raymaker. It is lost."),
+        passage(2, "Herman C. Raymaker", "Herman C. Raymaker (January 22, 1893 – March 6, 1944) was an American director."),
+    ]
+    facts = [Fact(n=1, source="The Alster Case", predicate="MENTIONS", target="Herman C. Raymaker", target_n=2)]
+    made = answer("When did the director of film The Alster Case die?", archive, facts)
+    assert "- The Alster Case is a 1915 film directed by Herman C. Raymaker. [1]" in made.text
+    assert made.lead == "March 6, 1944 [2]."
