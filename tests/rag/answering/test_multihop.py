@@ -238,7 +238,7 @@ def test_a_comparison_whose_first_side_leads_nowhere_still_quotes_both_sides() -
 
 
 def test_a_sentence_runs_on_past_an_initial_and_names_its_bridge_whole() -> None:
-    """"Directed by Herman C. Raymaker" is one sentence: cut at "C.", it would name no one the passages hold."""
+    """ "Directed by Herman C. Raymaker" is one sentence: cut at "C.", it would name no one the passages hold."""
     archive = [
         passage(1, "The Alster Case", "The Alster Case is a 1915 film directed by Herman C. Raymaker. It is lost."),
         passage(2, "Herman C. Raymaker", "Herman C. Raymaker (January 22, 1893 – March 6, 1944) was an American director."),
