@@ -145,14 +145,21 @@ def connecting_facts(passages: list[Passage]) -> list[Fact]:
     if len(by_chunk) < 2:
         return []
     with read_connection().cursor() as cursor:
+        # One fact for each passage and what it names, in the words its sentence states it by when it does
+        # ("directed by", in lower case) rather than MENTIONS; the pairs by the weight of their strongest relation.
         cursor.execute(
-            """SELECT r.chunk_id, s.name, r.predicate, array_agg(t.chunk_id ORDER BY t.chunk_id), array_agg(t.name ORDER BY t.chunk_id)
-               FROM graph_relations r
-               JOIN graph_mentions s ON s.chunk_id = r.chunk_id AND s.entity_id = r.source_id AND (s.subject OR NOT s.title_only)
-               JOIN graph_mentions t ON t.entity_id = r.target_id AND t.subject AND t.chunk_id = ANY(%s)
-               WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS' AND r.source_id <> r.target_id
-               GROUP BY r.id, r.chunk_id, s.name, r.predicate, r.weight
-               ORDER BY r.weight DESC, r.chunk_id, r.id LIMIT %s""",
+            """SELECT chunk_id, name, predicate, targets, target_names FROM (
+                   SELECT r.chunk_id, r.id, s.name, r.predicate, array_agg(t.chunk_id ORDER BY t.chunk_id) AS targets,
+                          array_agg(t.name ORDER BY t.chunk_id) AS target_names,
+                          row_number() OVER pair AS nth, max(r.weight) OVER (PARTITION BY r.chunk_id, r.target_id) AS weight
+                   FROM graph_relations r
+                   JOIN graph_mentions s ON s.chunk_id = r.chunk_id AND s.entity_id = r.source_id AND (s.subject OR NOT s.title_only)
+                   JOIN graph_mentions t ON t.entity_id = r.target_id AND t.subject AND t.chunk_id = ANY(%s)
+                   WHERE r.chunk_id = ANY(%s) AND r.predicate <> 'CO_OCCURS' AND r.source_id <> r.target_id
+                   GROUP BY r.id, r.chunk_id, s.name, r.predicate, r.weight, r.target_id
+                   WINDOW pair AS (PARTITION BY r.chunk_id, r.target_id ORDER BY r.predicate ~ '[a-z]' DESC, r.weight DESC, r.id)
+               ) f WHERE nth = 1
+               ORDER BY weight DESC, chunk_id, id LIMIT %s""",
             [list(by_chunk), list(by_chunk), MAX_FACTS],
         )
         facts = []

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rag.answering.passages import Fact, Passage, connecting_facts
 from rag.corpus.names import entity_key
 from rag.corpus.sentences import sentences
 from rag.indexing.graph_extraction import TitleMatcher, read_chunk
 from rag.indexing.pipeline import index_documents
 from rag.indexing.sentence_facts import sentence_relations, surname_aliases
-from rag.models import Entity, Relation
+from rag.models import Chunk, Entity, Relation
 from tests.factories import DocumentFactory
 
 
@@ -105,3 +106,37 @@ def test_indexing_writes_the_stated_relation_with_its_words_as_the_predicate(cas
     own = Entity.objects.get(team=cast.alice.team, key="the organization film").pk
     assert by_target["don medford"] == ("thriller directed by", own), "numbers are not part of a predicate"
     assert by_target["sidney poitier"] == ("starred", own)
+
+
+def test_an_answers_facts_give_each_linked_passage_once_in_the_words_its_sentence_states(cast):
+    """What an LLM is told links the passages: "directed by", not MENTIONS, and each pair once (a name that is
+    also a title has a relation of each kind)."""
+    film = DocumentFactory.create(
+        collection=cast.handbook,
+        created_by=cast.alice,
+        title="The Organization (Film)",
+        text="The Organization is a 1971 thriller directed by Don Medford.",
+    )
+    director = DocumentFactory.create(collection=cast.handbook, created_by=cast.alice, title="Don Medford", text="A director.")
+    index_documents(document_ids=[director.pk, film.pk])
+    passages = [
+        Passage(
+            n=n,
+            chunk_id=chunk.pk,
+            document_id=chunk.document_id,
+            title=chunk.document.title,
+            url="",
+            version=1,
+            chunk_index=0,
+            start=0,
+            end=len(chunk.chunk_text),
+            score=1.0,
+            similarity=1.0,
+            text=chunk.chunk_text,
+        )
+        for n, chunk in enumerate(Chunk.objects.filter(document__in=[film, director]).order_by("document__title"), start=1)
+    ]
+    assert Relation.objects.filter(document_id=film.pk, predicate="MENTIONS").exists()
+    assert connecting_facts(passages) == [
+        Fact(n=2, source="The Organization (Film)", predicate="thriller directed by", target="Don Medford", target_n=1)
+    ]
