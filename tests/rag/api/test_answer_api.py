@@ -500,7 +500,8 @@ def test_the_prompt_carries_the_graph_facts_that_connect_its_passages_cited_by_t
     connections = prompt.split("Connections between the passages")[1].split("Question:")[0]
     numbered = dict(re.findall(r'n=(\d+) title="([^"]+)"', prompt))
     film_n = next(n for n, title in numbered.items() if title == "Night Train")
-    assert f'"Night Train" MENTIONS "Vera Lind" [{film_n}]' in connections
+    assert f'"Night Train" film directed by "Vera Lind" [{film_n}]' in connections, "the sentence's own words, once"
+    assert "MENTIONS" not in connections
     assert "Memo" not in prompt, "nothing from the private memo, not even a fact"
 
 
