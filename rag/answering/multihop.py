@@ -13,7 +13,8 @@ facts are dates, numbers or places of the same kind.
 Paths are scored by what they hold of the question (rarity-weighted words and, with MiniLM, the
 sentence's similarity: `Relevance`), with the answer's sentence worth more when it states the
 relation asked about ("born", "died", ...) and a bridge worth more when it holds the role the
-question asks for ("directed" for "director", "son of" for "father").
+question asks for ("directed" for "director", "son of" for "father"). A kinship word that is two roles
+("paternal grandfather", "father-in-law") is followed as both: the father's father, the spouse's father.
 """
 
 from __future__ import annotations
@@ -131,9 +132,25 @@ ROLE_VERBS = {
 }
 
 
+# Kinship a question names in one word that is two roles, the answer's first: a paternal grandfather is the
+# father of the father, a father-in-law the father of the spouse, a son-in-law the spouse of a child.
+KINSHIP = {
+    "paternal grandfather": "father father",
+    "paternal grandmother": "mother father",
+    "maternal grandfather": "father mother",
+    "maternal grandmother": "mother mother",
+    "father in law": "father spouse",
+    "mother in law": "mother spouse",
+    "son in law": "spouse child",
+    "daughter in law": "spouse child",
+    "child in law": "spouse child",
+}
+_KINSHIP = re.compile(r"\b(" + "|".join(KINSHIP) + r")\b")
+
+
 def roles(query: str) -> list[str]:
     """The role nouns the question asks through ("the director of", "X's mother"), in the order it names them."""
-    words = normalised_text(query).split()
+    words = _KINSHIP.sub(lambda m: KINSHIP[m.group(1)], normalised_text(query)).split()
     return [ROLE_VERBS.get(w, w) for w in words if w in ROLE_CUES or w in ROLE_VERBS]
 
 

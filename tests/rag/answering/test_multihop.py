@@ -247,3 +247,24 @@ def test_a_sentence_runs_on_past_an_initial_and_names_its_bridge_whole() -> None
     made = answer("When did the director of film The Alster Case die?", archive, facts)
     assert "- The Alster Case is a 1915 film directed by Herman C. Raymaker. [1]" in made.text
     assert made.lead == "March 6, 1944 [2]."
+
+
+def test_a_paternal_grandfather_is_the_fathers_father_two_pages_away() -> None:
+    family = [
+        passage(1, "Eberhard of Limburg", "Eberhard of Limburg (died 1426) was the son of Dietrich of Limburg and Anna of Wied."),
+        passage(2, "Dietrich of Limburg", "Dietrich of Limburg (died 1400) was the son of Johann of Limburg and Maria of Mark."),
+        passage(3, "Anna of Wied", "Anna of Wied was the daughter of Wilhelm of Wied."),
+    ]
+    facts = [
+        Fact(n=1, source="Eberhard of Limburg", predicate="MENTIONS", target="Dietrich of Limburg", target_n=2),
+        Fact(n=1, source="Eberhard of Limburg", predicate="MENTIONS", target="Anna of Wied", target_n=3),
+    ]
+    made = answer("Who is the paternal grandfather of Eberhard of Limburg?", family, facts)
+    assert made.lead == "Johann of Limburg [2]."
+    assert made.hops == 2
+    in_law = [
+        passage(1, "Ada Berg", "Ada Berg was married to Per Holm."),
+        passage(2, "Per Holm", "Per Holm was the son of Nils Holm, a sea captain."),
+    ]
+    facts = [Fact(n=1, source="Ada Berg", predicate="MENTIONS", target="Per Holm", target_n=2)]
+    assert answer("Who is Ada Berg's father-in-law?", in_law, facts).lead == "Nils Holm [2]."
