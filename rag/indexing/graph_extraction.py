@@ -35,7 +35,7 @@ from django.db.models import Count, Max, Min
 from documents.models import Document
 from rag.corpus.names import entity_key, is_meaningful_key, normalised_text, short_title
 from rag.corpus.text_search import TEXT_SEARCH_CONFIG
-from rag.indexing.sentence_facts import sentence_relations, surname_aliases
+from rag.indexing.sentence_facts import StatementReader, surname_aliases
 from rag.models import Chunk, Entity, EntityKind, Mention, Relation
 
 MAX_NAME_LENGTH = 500
@@ -274,12 +274,10 @@ def _statements(
     if own_key:
         forms[own_key] = own_key
     short = short_title(own_title) if own_title else None
-    short_key = entity_key(short) if short else None
-    found = sentence_relations(text, forms, own_key or None, short_key)
+    reader = StatementReader(text, forms, own_key or None, entity_key(short) if short else None)
+    found = reader.statements()
     for title in facts.mentions.keys() - facts.named.keys():
-        found += [
-            s for s in sentence_relations(text, {**forms, title: title}, own_key or None, short_key) if title in (s[0], s[2])
-        ]
+        found += reader.statements(extra=title)
     return found
 
 

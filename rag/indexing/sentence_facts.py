@@ -48,24 +48,32 @@ def surname_aliases(text: str, names: Iterable[str]) -> dict[str, tuple[str, int
             if surname.isalpha():
                 by_surname.setdefault(surname, set()).add(key)
     aliases = {}
+    normalised = normalised_text(text) if by_surname else ""
     for surname, full in by_surname.items():
         if len(full) != 1 or surname in keys:
             continue
         (key,) = full
         original = re.compile(rf"(?<![\w'’-]){re.escape(key.split()[-1])}(?![\w-])", re.IGNORECASE)
-        alone = sum(1 for m in original.finditer(text) if m.group(0)[:1].isupper()) - normalised_text(text).count(key)
+        alone = sum(1 for m in original.finditer(text) if m.group(0)[:1].isupper()) - normalised.count(key)
         if alone > 0:
             aliases[surname] = (key, alone)
     return aliases
 
 
-def _occurrences(words: list[str], keys: dict[str, str]) -> list[tuple[int, int, str]]:
-    """(start, end, key) of each recognised name in the sentence's words, longest first where they overlap.
-    `keys` maps a name's words (as a key, or an alias) to the entity key it stands for."""
-    by_first: dict[str, list[tuple[list[str], str]]] = {}
+Index = dict[str, list[tuple[list[str], str]]]
+
+
+def _index(keys: dict[str, str]) -> Index:
+    """The names' words by their first word: `keys` maps a name's words (a key, or an alias) to its entity key."""
+    by_first: Index = {}
     for form, key in keys.items():
         form_words = form.split()
         by_first.setdefault(form_words[0], []).append((form_words, key))
+    return by_first
+
+
+def _occurrences(words: list[str], by_first: Index) -> list[tuple[int, int, str]]:
+    """(start, end, key) of each recognised name in the sentence's words, longest first where they overlap."""
     found: list[tuple[int, int, str]] = []
     i = 0
     while i < len(words):
@@ -99,9 +107,16 @@ def _predicate(words: list[str]) -> str:
 def sentence_relations(
     text: str, keys: dict[str, str], own_key: str | None, own_short_key: str | None = None
 ) -> list[tuple[str, str, str]]:
-    """(source key, predicate, target key) for each recognised name a sentence relates to its subject.
+    """(source key, predicate, target key) for each recognised name a sentence relates to its subject
+    (`StatementReader`, read once)."""
+    return StatementReader(text, keys, own_key, own_short_key).statements()
 
-    The subject is the name the sentence opens with, or, in a document about `own_key`, the document itself
+
+class StatementReader:
+    """One chunk's sentences, split and normalised once, read for the relations they state between its names, and
+    again for those each further name takes part in (`statements(extra=...)`).
+
+    The subject is the name a sentence opens with, or, in a document about `own_key`, the document itself
     when the sentence opens with a pronoun or names nothing before its verb ("Directed by Gabriel Axel, …").
     Each later name is related to the subject by the words just before it; a name in a list ("starring A
     and B") takes the predicate of the name before it. A sentence with no words between two names relates nothing.
@@ -109,34 +124,49 @@ def sentence_relations(
     `own_short_key` (the short form of the document's qualified title, "Ed Wood" in "Ed Wood (film)") is
     about the document.
     """
-    if own_key and own_short_key:
-        keys = {**keys, own_short_key: own_short_key}
-    found: dict[tuple[str, str, str], None] = {}
-    for sentence in sentences(text):
-        words = normalised_text(sentence).split()
-        names = _occurrences(words, keys)
-        if not names:
-            continue
-        if names[0][0] == 0 or (names[0][0] == 1 and words[0] == "the"):
-            subject, previous_end, objects = names[0][2], names[0][1], names[1:]
-            if own_key and subject == own_short_key:
-                subject = own_key
-        elif own_key and (words[0] in _PRONOUNS or own_key not in {key for _, _, key in names}):
-            subject, previous_end, objects = own_key, 1 if words[0] in _PRONOUNS else 0, names
-        else:
-            continue
-        predicate = ""
-        for start, end, key in objects:
-            between = words[previous_end:start]
-            clause = max((i for i, word in enumerate(between) if word in _CLAUSE_STARTS), default=-1)
-            phrase = _predicate(between[clause + 1 :])
-            if phrase:
-                predicate = phrase
-            elif not all(word in _LIST_WORDS for word in between):
-                predicate = ""  # words that relate nothing ("for", a clause of its own): no relation to this name
-            if predicate and key != subject and key != own_short_key:
-                found[(subject, predicate, key)] = None
-            previous_end = end
-        if len(found) >= MAX_SENTENCE_RELATIONS:
-            break
-    return list(found)[:MAX_SENTENCE_RELATIONS]
+
+    def __init__(self, text: str, keys: dict[str, str], own_key: str | None, own_short_key: str | None = None) -> None:
+        if own_key and own_short_key:
+            keys = {**keys, own_short_key: own_short_key}
+        self.own_key, self.own_short_key = own_key, own_short_key
+        self.index = _index(keys)
+        self.words = [normalised_text(sentence).split() for sentence in sentences(text)]
+        self.vocabulary = [set(words) for words in self.words]
+
+    def statements(self, extra: str | None = None) -> list[tuple[str, str, str]]:
+        """The relations the sentences state; with `extra` (a key), those it takes part in, read with it as a name too."""
+        index, rows = self.index, list(range(len(self.words)))
+        if extra:
+            first = extra.split()[0]
+            index = {**self.index, first: [*self.index.get(first, ()), (extra.split(), extra)]}
+            rows = [i for i in rows if first in self.vocabulary[i]]
+        own_key, own_short_key = self.own_key, self.own_short_key
+        found: dict[tuple[str, str, str], None] = {}
+        for i in rows:
+            words = self.words[i]
+            names = _occurrences(words, index)
+            if not names:
+                continue
+            if names[0][0] == 0 or (names[0][0] == 1 and words[0] == "the"):
+                subject, previous_end, objects = names[0][2], names[0][1], names[1:]
+                if own_key and subject == own_short_key:
+                    subject = own_key
+            elif own_key and (words[0] in _PRONOUNS or own_key not in {key for _, _, key in names}):
+                subject, previous_end, objects = own_key, 1 if words[0] in _PRONOUNS else 0, names
+            else:
+                continue
+            predicate = ""
+            for start, end, key in objects:
+                between = words[previous_end:start]
+                clause = max((j for j, word in enumerate(between) if word in _CLAUSE_STARTS), default=-1)
+                phrase = _predicate(between[clause + 1 :])
+                if phrase:
+                    predicate = phrase
+                elif not all(word in _LIST_WORDS for word in between):
+                    predicate = ""  # words that relate nothing ("for", a clause of its own): no relation to this name
+                if predicate and key != subject and key != own_short_key and (not extra or extra in (subject, key)):
+                    found[(subject, predicate, key)] = None
+                previous_end = end
+            if len(found) >= MAX_SENTENCE_RELATIONS:
+                break
+        return list(found)[:MAX_SENTENCE_RELATIONS]
