@@ -10,6 +10,7 @@ page of a person, gives the page's subject `-[was born in]->` Copenhagen when Co
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 from rag.corpus.names import is_meaningful_key, normalised_text
@@ -29,6 +30,7 @@ _LIST_WORDS = frozenset("and or also as well".split())
 # Leading (and trailing) words a predicate does not need ("is a 1955 danish drama film directed by" keeps its last words only).
 _WEAK_LEADING = frozenset("a an the".split())
 _DIGITS = re.compile(r"^\d+$")
+_WORD = re.compile(r"(?<![\w'’-])[^\W\d_]+(?![\w-])")
 
 
 def surname_aliases(text: str, names: Iterable[str]) -> dict[str, tuple[str, int]]:
@@ -47,14 +49,18 @@ def surname_aliases(text: str, names: Iterable[str]) -> dict[str, tuple[str, int
             surname = normalised_text(words[-1])
             if surname.isalpha():
                 by_surname.setdefault(surname, set()).add(key)
-    aliases = {}
-    normalised = normalised_text(text) if by_surname else ""
+    aliases: dict[str, tuple[str, int]] = {}
+    if not by_surname:
+        return aliases
+    # Each word written with a capital, counted once over the text (a word joined to another by a hyphen or
+    # an apostrophe before it is part of that word); a full name's own last word is taken off its count.
+    capitalised = Counter(word.casefold() for word in _WORD.findall(text) if word[:1].isupper())
+    normalised = f" {normalised_text(text)} "
     for surname, full in by_surname.items():
         if len(full) != 1 or surname in keys:
             continue
         (key,) = full
-        original = re.compile(rf"(?<![\w'’-]){re.escape(key.split()[-1])}(?![\w-])", re.IGNORECASE)
-        alone = sum(1 for m in original.finditer(text) if m.group(0)[:1].isupper()) - normalised.count(key)
+        alone = capitalised[surname] - normalised.count(f" {key} ")
         if alone > 0:
             aliases[surname] = (key, alone)
     return aliases
