@@ -54,7 +54,7 @@ def surname_aliases(text: str, names: Iterable[str]) -> dict[str, tuple[str, int
         return aliases
     # Each word written with a capital, counted once over the text (a word joined to another by a hyphen or
     # an apostrophe before it is part of that word); a full name's own last word is taken off its count.
-    capitalised = Counter(word.casefold() for word in _WORD.findall(text) if word[:1].isupper())
+    capitalised = Counter(normalised_text(word) for word in _WORD.findall(text) if word[:1].isupper())
     normalised = f" {normalised_text(text)} "
     for surname, full in by_surname.items():
         if len(full) != 1 or surname in keys:

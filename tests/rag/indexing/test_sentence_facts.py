@@ -73,6 +73,9 @@ def test_a_last_name_alone_is_the_person_named_in_full_unless_two_share_it():
     text = "Jim Wynorski met Ann Wynorski and Gabriel Axel. Axel directed films; Wynorski wrote them."
     assert surname_aliases(text, ["Jim Wynorski", "Ann Wynorski", "Gabriel Axel"]) == {"axel": ("gabriel axel", 1)}
     assert surname_aliases("Gabriel Axel, then axel in lower case.", ["Gabriel Axel"]) == {}
+    assert surname_aliases("Victor Sjöström directed it; Sjöström also acted.", ["Victor Sjöström"]) == {
+        "sjostrom": ("victor sjostrom", 1)
+    }, "accents and all"
     facts = read_chunk(
         "Gabriel Axel was born in Aarhus. Axel directed Babette's Feast.",
         [],
