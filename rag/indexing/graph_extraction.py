@@ -50,8 +50,8 @@ PREDICATE_MENTIONS = "MENTIONS"
 PREDICATE_LINKS_TO = "LINKS_TO"
 PREDICATE_CO_OCCURS = "CO_OCCURS"
 PREDICATE_DEFINES = "DEFINES"
-# A relation a sentence states, by its verb phrase: as strong as a co-occurrence, which it also is.
-STATED_WEIGHT = 0.5
+# What a co-occurrence, or a relation a sentence states in its own words, weighs: half a mention.
+PAIR_WEIGHT = 0.5
 
 _DOC_LINK = re.compile(r"\(/doc/([0-9a-fA-F-]{36})[^)]*\)")
 _WIKI_LINK = re.compile(r"\[\[([^\[\]\n|]{1,200})(?:\|[^\[\]\n]*)?\]\]")
@@ -382,23 +382,11 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
                             **common,
                         )
                     )
-        # Co-occurrence among the chunk's most frequent entities only: a list of 64 names would be 4,000 edges.
-        for a, b in facts.cooccurring():
-            relations.append(
-                Relation(
-                    source_id=entity[a],
-                    target_id=entity[b],
-                    predicate=PREDICATE_CO_OCCURS,
-                    weight=0.5,
-                    confidence=0.5,
-                    source_title_only=facts.title_only(a),
-                    target_title_only=facts.title_only(b),
-                    **common,
-                )
-            )
-        # What a sentence says relates two names, by its own words ("directed by"): the document's own key is its
-        # subject, never title-only.
-        for source, predicate, target in facts.statements:
+        # Co-occurrence among the chunk's most frequent entities only (a list of 64 names would be 4,000 edges), and
+        # what a sentence says relates two names, in its own words ("directed by"), as strong as a co-occurrence,
+        # which it also is. The document's own key is a statement's subject, never title-only.
+        pairs = [*((a, PREDICATE_CO_OCCURS, b) for a, b in facts.cooccurring()), *facts.statements]
+        for source, predicate, target in pairs:
             if source not in entity or target not in entity:
                 continue
             relations.append(
@@ -406,8 +394,8 @@ def write_document_facts(*, document: Document, chunks: list[Chunk], matcher: Ti
                     source_id=entity[source],
                     target_id=entity[target],
                     predicate=predicate,
-                    weight=STATED_WEIGHT,
-                    confidence=STATED_WEIGHT,
+                    weight=PAIR_WEIGHT,
+                    confidence=PAIR_WEIGHT,
                     source_title_only=source != own_key and facts.title_only(source),
                     target_title_only=target != own_key and facts.title_only(target),
                     **common,

@@ -3,7 +3,7 @@ forms a text names a person by once it has named them in full.
 
 Pure functions over one chunk's text and the names the rules already recognised in it (titles, proper
 names, wiki links): no model, no database. A sentence "Altid ballade is a 1955 Danish drama film directed by
-Gabriel Axel" gives `altid ballade -[film directed by]-> gabriel axel`; "He was born in Copenhagen", in the
+Gabriel Axel" gives `altid ballade -[drama film directed by]-> gabriel axel`; "He was born in Copenhagen", in the
 page of a person, gives the page's subject `-[was born in]->` Copenhagen when Copenhagen is a recognised name.
 """
 
@@ -27,8 +27,8 @@ _PRONOUNS = frozenset("he she it they his her its their this these the".split())
 _CLAUSE_STARTS = frozenset("and or but nor whom which who that while whereas".split())
 # Between two names of a list ("A, B and C"): the later ones take the predicate of the first.
 _LIST_WORDS = frozenset("and or also as well".split())
-# Leading (and trailing) words a predicate does not need ("is a 1955 danish drama film directed by" keeps its last words only).
-_WEAK_LEADING = frozenset("a an the".split())
+# Articles a predicate neither starts nor ends with ("a remake of", not "was a remake of the").
+_ARTICLES = frozenset("a an the".split())
 _DIGITS = re.compile(r"^\d+$")
 _WORD = re.compile(r"(?<![\w'’-])[^\W\d_]+(?![\w-])")
 
@@ -99,23 +99,15 @@ def _predicate(words: list[str]) -> str:
     """The verb phrase among the words between two names: their last few, without leading articles or numbers;
     empty unless a word of it says something ("was born in", not "in")."""
     words = [w for w in words if not _DIGITS.match(w)][-PREDICATE_WORDS:]
-    while words and words[0] in _WEAK_LEADING:
+    while words and words[0] in _ARTICLES:
         words.pop(0)
-    while words and words[-1] in _WEAK_LEADING:
+    while words and words[-1] in _ARTICLES:
         words.pop()
     phrase = " ".join(words)
     while len(phrase) > PREDICATE_LENGTH:
         words.pop(0)
         phrase = " ".join(words)
     return phrase if is_meaningful_key(phrase) else ""
-
-
-def sentence_relations(
-    text: str, keys: dict[str, str], own_key: str | None, own_short_key: str | None = None
-) -> list[tuple[str, str, str]]:
-    """(source key, predicate, target key) for each recognised name a sentence relates to its subject
-    (`StatementReader`, read once)."""
-    return StatementReader(text, keys, own_key, own_short_key).statements()
 
 
 class StatementReader:

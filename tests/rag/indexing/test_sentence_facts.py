@@ -7,7 +7,7 @@ from rag.corpus.names import entity_key
 from rag.corpus.sentences import sentences
 from rag.indexing.graph_extraction import TitleMatcher, read_chunk
 from rag.indexing.pipeline import index_documents
-from rag.indexing.sentence_facts import sentence_relations, surname_aliases
+from rag.indexing.sentence_facts import StatementReader, surname_aliases
 from rag.models import Chunk, Entity, Relation
 from tests.factories import DocumentFactory
 
@@ -88,9 +88,11 @@ def test_a_last_name_alone_is_the_person_named_in_full_unless_two_share_it():
 
 
 def test_names_next_to_each_other_or_without_a_subject_relate_nothing():
-    assert sentence_relations("In 1990 Gabriel Axel met Jim Wynorski.", {"gabriel axel": "gabriel axel"}, None) == []
+    assert StatementReader("In 1990 Gabriel Axel met Jim Wynorski.", {"gabriel axel": "gabriel axel"}, None).statements() == []
     assert (
-        sentence_relations("Gabriel Axel Jim Wynorski.", {"gabriel axel": "gabriel axel", "jim wynorski": "jim wynorski"}, None)
+        StatementReader(
+            "Gabriel Axel Jim Wynorski.", {"gabriel axel": "gabriel axel", "jim wynorski": "jim wynorski"}, None
+        ).statements()
         == []
     )
 
